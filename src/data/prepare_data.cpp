@@ -1,5 +1,6 @@
-// prepare_data: input files (directories expanded) become documents; the last valid_fraction of
-// them (at least one, leaving at least one) is the validation split; each split's documents are
+// prepare_data: input files (directories expanded) become documents; valid_fraction of them (at
+// least one, leaving at least one), spread evenly over the sorted list so that a corpus sorted by
+// genre or source validates on all of them, is the validation split; each split's documents are
 // joined by a newline, byte-tokenized and written as a token file.
 #include <algorithm>
 #include <cmath>
@@ -48,12 +49,15 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs) {
   return files;
 }
 
-std::string join_documents(const std::vector<std::string>& docs, size_t begin, size_t end) {
+// Whether document `i` of `n` is one of the `n_valid` validation documents: the i where
+// floor(i * n_valid / n) steps up, i.e. every (n / n_valid)-th document, the last one included.
+bool is_validation(int64_t i, int64_t n, int64_t n_valid) {
+  return (i + 1) * n_valid / n > i * n_valid / n;
+}
+
+std::string join_documents(const std::vector<std::string>& docs) {
   std::string text;
-  for (size_t i = begin; i < end; ++i) {
-    if (i > begin) text += '\n';
-    text += docs[i];
-  }
+  for (size_t i = 0; i < docs.size(); ++i) text += (i > 0 ? "\n" : "") + docs[i];
   return text;
 }
 
@@ -94,8 +98,11 @@ PrepareSummary prepare_data(const PrepareOptions& options) {
   std::vector<uint16_t> train, valid;
   if (n >= 2) {
     int64_t n_valid = valid_count(n, options.valid_fraction);
-    train = tokenizer.encode(join_documents(docs, 0, n - n_valid));
-    valid = tokenizer.encode(join_documents(docs, n - n_valid, n));
+    std::vector<std::string> train_docs, valid_docs;
+    for (int64_t i = 0; i < n; ++i)
+      (is_validation(i, n, n_valid) ? valid_docs : train_docs).push_back(std::move(docs[i]));
+    train = tokenizer.encode(join_documents(train_docs));
+    valid = tokenizer.encode(join_documents(valid_docs));
     summary.train_documents = n - n_valid;
     summary.valid_documents = n_valid;
   } else {

@@ -39,13 +39,14 @@ std::vector<std::string> make_docs(const TempDir& dir, int n) {
   return texts;
 }
 
-std::string join(const std::vector<std::string>& texts, size_t begin, size_t end) {
+// The documents of `texts` at `indices`, joined by newlines.
+std::string join(const std::vector<std::string>& texts, const std::vector<size_t>& indices) {
   std::string out;
-  for (size_t i = begin; i < end; ++i) out += (i > begin ? "\n" : "") + texts[i];
+  for (size_t k = 0; k < indices.size(); ++k) out += (k > 0 ? "\n" : "") + texts[indices[k]];
   return out;
 }
 
-TEST(PrepareData, SplitsTheLastFractionOfDocumentsIntoValidation) {
+TEST(PrepareData, SpreadsTheValidationDocumentsEvenly) {
   TempDir dir;
   auto texts = make_docs(dir, 10);
   PrepareOptions options{{dir.file("docs")}, dir.file("out/train.bin"), "", 0.2};
@@ -55,10 +56,13 @@ TEST(PrepareData, SplitsTheLastFractionOfDocumentsIntoValidation) {
   EXPECT_EQ(s.valid_documents, 2);
   EXPECT_EQ(s.train_path, dir.file("out/train.bin"));
   EXPECT_EQ(s.valid_path, dir.file("out/train.valid.bin"));  // the default name
-  EXPECT_EQ(decode_file(s.train_path), join(texts, 0, 8));
-  EXPECT_EQ(decode_file(s.valid_path), join(texts, 8, 10));
-  EXPECT_EQ(s.train_tokens, static_cast<int64_t>(join(texts, 0, 8).size()));
-  EXPECT_EQ(s.valid_tokens, static_cast<int64_t>(join(texts, 8, 10).size()));
+  // Every fifth document validates: 4 and 9.
+  const std::string train = join(texts, {0, 1, 2, 3, 5, 6, 7, 8});
+  const std::string valid = join(texts, {4, 9});
+  EXPECT_EQ(decode_file(s.train_path), train);
+  EXPECT_EQ(decode_file(s.valid_path), valid);
+  EXPECT_EQ(s.train_tokens, static_cast<int64_t>(train.size()));
+  EXPECT_EQ(s.valid_tokens, static_cast<int64_t>(valid.size()));
   EXPECT_EQ(TokenFile(s.train_path).vocab_size(), 256);
 }
 
@@ -72,7 +76,7 @@ TEST(PrepareData, KeepsAtLeastOneDocumentInEachSplit) {
       prepare_data({{dir.file("docs")}, dir.file("b.bin"), dir.file("b_valid.bin"), 0.99});
   EXPECT_EQ(many.train_documents, 1);
   EXPECT_EQ(many.valid_documents, 2);
-  EXPECT_EQ(decode_file(dir.file("b_valid.bin")), join(texts, 1, 3));
+  EXPECT_EQ(decode_file(dir.file("b_valid.bin")), join(texts, {1, 2}));
 }
 
 TEST(PrepareData, FilesKeepCommandLineOrder) {
