@@ -180,7 +180,9 @@ class OneCycle final : public LrSchedule {
     const double x = 1.0 + it / total_ - std::floor(1.0 + it / total_);
     const bool rising = x <= ratio;
     const double scale = rising ? x / ratio : (x - 1.0) / (ratio - 1.0);
-    const int64_t stairs = rising ? s_.cycle_first_stair_count : s_.cycle_second_stair_count;
+    const int64_t stairs = rising
+                               ? s_.cycle_first_stair_count
+                               : s_.cycle_second_stair_count.value_or(s_.cycle_first_stair_count);
     if (stairs <= 0) return scale;
     // Stairs are counted from the integer offset in the cycle (as DeepSpeed), not from `scale`.
     const double in_cycle_it = std::fmod(it, total_);

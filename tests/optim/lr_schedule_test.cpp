@@ -170,6 +170,14 @@ TEST(LrSchedule, OneCycleStairsAndMomentumDecay) {
   EXPECT_NEAR(*lr->beta1(14), 0.9 * (1 + 0.1 * 2), kTol);
 }
 
+TEST(LrSchedule, OneCycleSecondStairCountDefaultsToTheFirst) {
+  auto s = one_cycle();
+  s.cycle_first_stair_count = 2;  // cycle_second_stair_count absent: 2 as well (DeepSpeed)
+  auto lr = LrSchedule::create(s, optimizer(0.5));
+  EXPECT_NEAR(lr->lr(5), 0.055, kTol);  // floor((10 - 5) * 2 / 6) / 2 = 0.5
+  EXPECT_NEAR(lr->lr(8), 0.01, kTol);   // floor(2 * 2 / 6) / 2 = 0
+}
+
 TEST(LrSchedule, OneCycleWithoutMomentumAndRequiredKeys) {
   auto s = one_cycle();
   s.cycle_momentum = false;

@@ -141,7 +141,7 @@ struct SchedulerConfig {
   int64_t cycle_first_step_size = 2000;
   std::optional<int64_t> cycle_second_step_size;
   int64_t cycle_first_stair_count = 0;
-  int64_t cycle_second_stair_count = 0;
+  std::optional<int64_t> cycle_second_stair_count;  // absent: cycle_first_stair_count (DeepSpeed)
   int64_t decay_step_size = 0;
   bool cycle_momentum = true;
   double cycle_min_mom = 0.8;
