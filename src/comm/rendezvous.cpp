@@ -4,7 +4,6 @@
 // malformed or inconsistent value is a CommError naming the variable.
 #include "deepshard/comm/rendezvous.h"
 
-#include <charconv>
 #include <cstdlib>
 #include <optional>
 
@@ -21,12 +20,10 @@ std::optional<std::string> env(const char* name) {
 }
 
 int parse_int(const char* name, const std::string& text) {
-  std::string t = strings::trim(text);
-  int value = 0;
-  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
-  DS_CHECK(!t.empty() && ec == std::errc() && end == t.data() + t.size(), CommError,
-           "rendezvous: environment variable ", name, "='", text, "' is not an integer");
-  return value;
+  std::optional<int> value = strings::parse_int(strings::trim(text));
+  DS_CHECK(value.has_value(), CommError, "rendezvous: environment variable ", name, "='", text,
+           "' is not an integer");
+  return *value;
 }
 
 int required_int(const char* name, const char* because) {

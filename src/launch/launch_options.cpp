@@ -1,7 +1,6 @@
 // `deepshard launch` arguments: parsing (torchrun's spellings with '-' or '_', "--opt value" or
 // "--opt=value"), validation and the usage text. Every mistake is a UsageError naming the option.
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 
 #include "deepshard/launch/launcher.h"
@@ -21,11 +20,9 @@ const std::vector<std::string> kOptions = [] {
 }();
 
 int parse_int_option(const std::string& option, const std::string& text) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  DS_CHECK(ec == std::errc() && end == text.data() + text.size() && !text.empty(), UsageError,
-           option, " expects an integer, got '", text, "'");
-  return value;
+  std::optional<int> value = strings::parse_int(text);
+  DS_CHECK(value.has_value(), UsageError, option, " expects an integer, got '", text, "'");
+  return *value;
 }
 
 double parse_seconds_option(const std::string& option, const std::string& text) {
@@ -55,8 +52,8 @@ void validate_launch_options(const LaunchOptions& o) {
   DS_CHECK(o.master_port >= 0 && o.master_port <= 65535, UsageError,
            "--master-port must be in [1, 65535] (0: pick a free port), got ", o.master_port);
   DS_CHECK(!o.master_addr.empty(), UsageError, "--master-addr must not be empty");
-  const bool loopback = o.master_addr == "127.0.0.1" || o.master_addr == "localhost" ||
-                        o.master_addr == "::1";
+  const bool loopback =
+      o.master_addr == "127.0.0.1" || o.master_addr == "localhost" || o.master_addr == "::1";
   DS_CHECK(o.nnodes == 1 || !loopback, UsageError, "--nnodes ", o.nnodes,
            " needs --master-addr: the address of node 0 that every node can reach (not ",
            o.master_addr, ")");

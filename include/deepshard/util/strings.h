@@ -2,6 +2,7 @@
 // suggestions, trimming and splitting.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,5 +17,8 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
 
 std::vector<std::string> split(std::string_view s, char sep);
 std::string trim(std::string_view s);
+
+// The whole of `s` as a decimal int (no sign-only, no trailing characters, in range), else nullopt.
+std::optional<int> parse_int(std::string_view s);
 
 }  // namespace deepshard::strings
