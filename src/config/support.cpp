@@ -1,8 +1,8 @@
 // What the engine does not implement yet, as one table. The engine today: ZeRO stages 0-2 in fp32,
-// Adam/AdamW, the five DeepSpeed LR schedules, gradient accumulation and clipping. When a feature
-// lands, delete its row(s) here and update docs/config.md. Keys that only tune features we lack
-// and change nothing when ignored (bucket sizes, stage3_* knobs, steps_per_print, ...) have no
-// row: they are accepted.
+// bf16 and fp16 (loss scaling), Adam/AdamW, the five DeepSpeed LR schedules, gradient accumulation
+// and clipping. When a feature lands, delete its row(s) here and update docs/config.md. Keys that
+// only tune features we lack and change nothing when ignored (bucket sizes, stage3_* knobs,
+// steps_per_print, ...) have no row: they are accepted.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -51,9 +51,11 @@ const Row kUnsupported[] = {
     {"zero_optimization.zero_quantized_gradients", [](const DsConfig& c) { return flag(c.zero.zero_quantized_gradients); }},
     {"zero_optimization.mics_shard_size", [](const DsConfig& c) { return show_if(c.zero.mics_shard_size > 0, std::to_string(c.zero.mics_shard_size)); }},
     {"zero_optimization.mics_hierarchical_params_gather", [](const DsConfig& c) { return flag(c.zero.mics_hierarchical_params_gather); }},
-    // precision
-    {"fp16.enabled", [](const DsConfig& c) { return flag(c.fp16.enabled); }},
-    {"bf16.enabled", [](const DsConfig& c) { return flag(c.bf16.enabled); }},
+    // precision (fp16 and bf16 train with fp32 master weights and fp32 gradient accumulation)
+    {"fp16.auto_cast", [](const DsConfig& c) { return flag(c.fp16.enabled && c.fp16.auto_cast); }},
+    {"fp16.fp16_master_weights_and_grads", [](const DsConfig& c) { return flag(c.fp16.enabled && c.fp16.fp16_master_weights_and_grads); }},
+    {"bf16.bf16_master_weights_and_grads", [](const DsConfig& c) { return flag(c.bf16.enabled && c.bf16.bf16_master_weights_and_grads); }},
+    {"bf16.bf16_optimizer_states", [](const DsConfig& c) { return flag(c.bf16.enabled && c.bf16.bf16_optimizer_states); }},
     {"torch_autocast.enabled", [](const DsConfig& c) { return flag(c.torch_autocast.enabled); }},
     {"communication_data_type", [](const DsConfig& c) { return non_fp32(c.communication_data_type); }},
     {"data_types.grad_accum_dtype", [](const DsConfig& c) { return non_fp32(c.data_types.grad_accum_dtype); }},

@@ -119,6 +119,15 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
         group.size(), run.train.seed + 1);
   }
 
+  // Mixed precision: parameters and activations in the low-precision dtype; the engine keeps the
+  // fp32 master copy and gradient accumulation. libtorch 1.13 has no fp16 CPU kernels (layer
+  // norm, matmul): on CPU an fp16 run keeps fp32 compute and only the loss scaling applies.
+  const auto device = model->parameters().front().device();
+  if (ds.bf16.enabled) model->to(torch::kBFloat16);
+  if (ds.fp16.enabled && !device.is_cpu()) model->to(torch::kHalf);
+  if (ds.fp16.enabled && device.is_cpu() && rank0)
+    log::warn("fp16 on CPU: no fp16 kernels in libtorch 1.13; the model computes in fp32 with ",
+              "fp16's dynamic loss scaling");
   auto engine = zero::Engine::initialize(model.ptr(), ds, group);
   if (rank0) {
     log::info("model ", run.model.preset, ": ", engine->num_parameters(), " parameters; ",
@@ -168,6 +177,8 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                              {"loss", loss},
                              {"lr", result.lr},
                              {"grad_norm", result.grad_norm},
+                             {"loss_scale", result.loss_scale},
+                             {"skipped", result.skipped},
                              {"tokens_per_s", tokens_per_s},
                              {"step_time_s", step_time},
                              {"comm_bytes", bytes_now - bytes_before},

@@ -4,6 +4,10 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
 #include "deepshard/config/loader.h"
 #include "deepshard/optim/lr_schedule.h"
 #include "deepshard/util/error.h"
@@ -43,7 +47,10 @@ std::unique_ptr<Engine> Engine::initialize(std::shared_ptr<torch::nn::Module> mo
 
 Engine::Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
                comm::Group& group)
-    : model_(std::move(model)), config_(config), group_(group) {
+    : model_(std::move(model)),
+      config_(config),
+      group_(group),
+      scaler_(optim::LossScaler::from_config(config.fp16)) {
   schedule_ = optim::LrSchedule::create(config_.scheduler, config_.optimizer);
 }
 
@@ -61,7 +68,10 @@ void Engine::backward(const at::Tensor& loss) {
   const bool boundary = is_gradient_accumulation_boundary();
   before_backward(boundary);
   try {
-    (loss / static_cast<double>(config_.gradient_accumulation_steps)).backward();
+    const double scale = scaler_.scale();
+    // fp32 and bf16 (scale 1) keep the unscaled expression: bit-for-bit as before.
+    const at::Tensor scaled = scale == 1.0 ? loss : loss * scale;
+    (scaled / static_cast<double>(config_.gradient_accumulation_steps)).backward();
   } catch (...) {
     after_backward(boundary);
     throw;
@@ -75,9 +85,14 @@ StepResult Engine::step() {
   ++micro_steps_;
   if (!result.boundary) return result;
   const double lr = current_lr();
-  result = apply_update({lr, schedule_->beta1(applied_steps_), schedule_->beta2(applied_steps_)});
+  const double scale = scaler_.scale();
+  result =
+      apply_update({lr, schedule_->beta1(applied_steps_), schedule_->beta2(applied_steps_), scale});
   result.boundary = true;
   result.lr = lr;
+  result.loss_scale = scale;
+  // Every boundary, skipped or not (a fixed scaler ignores it); DeepSpeed logs on rank 0.
+  scaler_.update_scale(result.skipped, group_.rank() == 0);
   ++global_steps_;
   if (result.skipped) {
     ++skipped_steps_;
@@ -85,6 +100,22 @@ StepResult Engine::step() {
     ++applied_steps_;
   }
   return result;
+}
+
+bool Engine::overflow_on_any_rank(double global_norm) {
+  if (!config_.fp16.enabled) return false;
+  auto flag = torch::full({1}, std::isfinite(global_norm) ? 0.0f : 1.0f, torch::kFloat);
+  group_.all_reduce(flag, comm::ReduceOp::kMax);  // Gloo has no bool reduction
+  return flag.item<float>() > 0.0f;
+}
+
+void Engine::maybe_inject_inf(const at::Tensor& grads) const {
+  static const char* at_step = std::getenv("DEEPSHARD_TEST_INF_AT_STEP");
+  static const char* who = std::getenv("DEEPSHARD_TEST_INF_RANK");
+  if (at_step == nullptr || std::atoll(at_step) != global_steps_ + 1) return;
+  if ((who ? std::atoi(who) : 0) != group_.rank()) return;
+  torch::NoGradGuard no_grad;
+  grads.narrow(0, 0, 1).fill_(std::numeric_limits<float>::infinity());
 }
 
 }  // namespace deepshard::zero

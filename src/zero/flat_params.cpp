@@ -77,4 +77,12 @@ std::vector<optim::ParamRange> FlatParams::ranges(double weight_decay) const {
   return out;
 }
 
+void FlatParams::accumulate_grads_into(const at::Tensor& accumulator) {
+  DS_ASSERT(accumulator.numel() == grads_.numel(), "accumulator size ", accumulator.numel(),
+            " != gradient buffer size ", grads_.numel());
+  torch::NoGradGuard no_grad;
+  accumulator.add_(grads_);
+  grads_.zero_();
+}
+
 }  // namespace deepshard::zero

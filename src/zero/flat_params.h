@@ -49,6 +49,9 @@ class FlatParams {
   // Optimizer ranges: each parameter with its weight decay (0 for no-decay parameters).
   std::vector<optim::ParamRange> ranges(double weight_decay) const;
   void zero_grads() { grads_.zero_(); }
+  // Mixed precision: adds the gradient buffer into `accumulator` (fp32, padded_numel()) and zeroes
+  // the gradient buffer for the next backward.
+  void accumulate_grads_into(const at::Tensor& accumulator);
 
  private:
   std::vector<FlatParamEntry> entries_;

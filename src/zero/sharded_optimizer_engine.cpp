@@ -33,7 +33,13 @@ ShardedOptimizerEngine::ShardedOptimizerEngine(std::shared_ptr<torch::nn::Module
   const int64_t shard = layout_->shard_numel();
   const auto& buckets = layout_->buckets();
   allocate(MemoryCategory::kMasterWeights, master_, shard, params.options().dtype(at::kFloat));
-  allocate(MemoryCategory::kGradients, grad_shard_, shard, flat_->grads().options());
+  reduce_source_ = flat_->grads();
+  low_precision_params_ = params.scalar_type() != at::kFloat;
+  if (low_precision_params_) {
+    allocate(MemoryCategory::kGradients, reduce_source_, flat_->padded_numel(),
+             params.options().dtype(at::kFloat));
+  }
+  allocate(MemoryCategory::kGradients, grad_shard_, shard, reduce_source_.options());
   {
     torch::NoGradGuard no_grad;
     for (size_t b = 0; b < buckets.size(); ++b) {
@@ -82,10 +88,17 @@ void ShardedOptimizerEngine::allocate(MemoryCategory category, at::Tensor& buffe
 
 void ShardedOptimizerEngine::before_backward(bool boundary) {
   first_micro_step_ = micro_steps() % config_.gradient_accumulation_steps == 0;
-  if (partition_grads_ || boundary) buckets_->begin();
+  // Mixed precision reduces the fp32 buffer, complete only after backward.
+  if ((partition_grads_ || boundary) && !low_precision_params_) buckets_->begin();
 }
 
-void ShardedOptimizerEngine::after_backward(bool boundary) { buckets_->finish(); }
+void ShardedOptimizerEngine::after_backward(bool boundary) {
+  if (low_precision_params_) {
+    flat_->accumulate_grads_into(reduce_source_);
+    if (partition_grads_ || boundary) buckets_->begin();
+  }
+  buckets_->finish();
+}
 
 comm::Work ShardedOptimizerEngine::start_reduce_scatter(size_t bucket) {
   const ShardBucket& b = layout_->buckets()[bucket];
@@ -95,7 +108,7 @@ comm::Work ShardedOptimizerEngine::start_reduce_scatter(size_t bucket) {
   const at::Tensor out = into_shard
                              ? grad_shard_.narrow(0, b.shard_offset, b.shard_numel)
                              : receive_[bucket % receive_.size()].narrow(0, 0, b.shard_numel);
-  return group_.reduce_scatter_async(out, flat_->grads().narrow(0, b.offset, b.numel),
+  return group_.reduce_scatter_async(out, reduce_source_.narrow(0, b.offset, b.numel),
                                      comm::ReduceOp::kAvg);
 }
 
@@ -108,7 +121,7 @@ void ShardedOptimizerEngine::complete_reduce_scatter(size_t bucket) {
         .add_(receive_[bucket % receive_.size()].narrow(0, 0, b.shard_numel));
   }
   // The full gradient of this bucket is consumed: the next micro-step accumulates from zero.
-  flat_->grads().narrow(0, b.offset, b.numel).zero_();
+  reduce_source_.narrow(0, b.offset, b.numel).zero_();
 }
 
 void ShardedOptimizerEngine::all_gather_params() {
@@ -129,19 +142,32 @@ StepResult ShardedOptimizerEngine::apply_update(const UpdateRates& rates) {
   torch::NoGradGuard no_grad;
   // Every element is owned by one rank (padding is zero): the global norm is the root of the sum
   // of the ranks' squared shard norms.
+  maybe_inject_inf(grad_shard_);
   at::Tensor squares = at::linalg_vector_norm(grad_shard_, 2, {}, false, at::kDouble).square();
   squares = squares.reshape({1});
   group_.all_reduce(squares, comm::ReduceOp::kSum);
-  result.grad_norm = std::sqrt(squares.item<double>());
-  const float factor = optim::unscale_and_clip_factor(result.grad_norm, /*loss_scale=*/1.0,
-                                                      config_.gradient_clipping);
+  const double scaled_norm = std::sqrt(squares.item<double>());
+  result.grad_norm = scaled_norm / rates.loss_scale;
+  if (overflow_on_any_rank(scaled_norm)) {
+    zero_grads();
+    result.skipped = true;
+    return result;
+  }
+  const float factor =
+      optim::unscale_and_clip_factor(scaled_norm, rates.loss_scale, config_.gradient_clipping);
   if (rates.beta1) adam_->set_beta1(*rates.beta1);
   if (rates.beta2) adam_->set_beta2(*rates.beta2);
   adam_->step(master_, grad_shard_, rates.lr, factor);
   all_gather_params();
-  if (!partition_grads_) flat_->zero_grads();  // stage 2 zeroed each bucket after its reduction
+  zero_grads();
   result.applied = true;
   return result;
+}
+
+void ShardedOptimizerEngine::zero_grads() {
+  // Stage 2 zeroed each bucket of the full buffer after its reduction; the shard is
+  // reduce-scattered into afresh (overwritten) by the window's first micro-step.
+  if (!partition_grads_) reduce_source_.zero_();
 }
 
 }  // namespace deepshard::zero

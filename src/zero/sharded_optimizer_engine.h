@@ -4,7 +4,10 @@
 // full gradient locally and reduce-scatters it bucket by bucket at the accumulation boundary;
 // stage 2 reduce-scatters every micro-step and accumulates only the owned, reduced gradient
 // shard. The step computes the global norm from the owned gradients, runs Adam on the shard and
-// all-gathers the updated slices back into every rank's parameters.
+// all-gathers the updated slices back into every rank's parameters. Mixed precision (bf16/fp16
+// model): after every backward autograd's low-precision gradients are added into a full fp32
+// accumulation buffer, which is what the buckets reduce-scatter (after backward, not from the
+// hooks); the gradient shard is fp32.
 #pragma once
 
 #include <memory>
@@ -38,14 +41,16 @@ class ShardedOptimizerEngine : public Engine {
   comm::Work start_reduce_scatter(size_t bucket);
   void complete_reduce_scatter(size_t bucket);
   void all_gather_params();
+  void zero_grads();  // after a step, applied or skipped
   void allocate(MemoryCategory category, at::Tensor& buffer, int64_t numel,
                 const at::TensorOptions& options);
 
   bool partition_grads_;
   std::unique_ptr<ShardLayout> layout_;
   std::unique_ptr<FlatParams> flat_;
-  at::Tensor master_;      // fp32 copy of the owned parameter slices [shard_numel]
-  at::Tensor grad_shard_;  // the reduced gradient of the owned elements [shard_numel]
+  at::Tensor reduce_source_;  // what is reduce-scattered: fp32 accumulation buffer, or flat grads
+  at::Tensor master_;         // fp32 copy of the owned parameter slices [shard_numel]
+  at::Tensor grad_shard_;     // the reduced gradient of the owned elements [shard_numel]
   // Stage 2, accumulation > 1: receive buffers of the reduce-scatters after the window's first
   // micro-step (added into grad_shard_ on completion); two for overlap_comm, else one.
   std::vector<at::Tensor> receive_;

@@ -20,6 +20,16 @@ Stage0Engine::Stage0Engine(std::shared_ptr<torch::nn::Module> model, const confi
 
   // Every rank starts from rank 0's parameters, as DeepSpeed does.
   group_.broadcast(flat_->params(), 0);
+  master_ = flat_->params();
+  grads_fp32_ = flat_->grads();
+  low_precision_params_ = master_.scalar_type() != at::kFloat;
+  if (low_precision_params_) {
+    torch::NoGradGuard no_grad;
+    master_ = flat_->params().to(at::kFloat);
+    grads_fp32_ = torch::zeros_like(master_);
+    ledger_.allocate(MemoryCategory::kMasterWeights, master_.numel() * master_.element_size());
+    ledger_.allocate(MemoryCategory::kGradients, grads_fp32_.numel() * grads_fp32_.element_size());
+  }
 
   adam_ = std::make_unique<optim::FlatAdam>(config_.optimizer, flat_->padded_numel(),
                                             flat_->ranges(config_.optimizer.weight_decay));
@@ -27,7 +37,7 @@ Stage0Engine::Stage0Engine(std::shared_ptr<torch::nn::Module> model, const confi
 
   std::vector<GradBuckets::Slot> slots;
   for (const auto& e : flat_->entries()) slots.push_back({e.offset, e.numel});
-  const at::Tensor grads = flat_->grads();
+  const at::Tensor grads = grads_fp32_;
   comm::Group* group_ptr = &group_;
   buckets_ = std::make_unique<GradBuckets>(
       slots, flat_->padded_numel(), config_.zero.reduce_bucket_size,
@@ -41,10 +51,15 @@ Stage0Engine::Stage0Engine(std::shared_ptr<torch::nn::Module> model, const confi
 Stage0Engine::~Stage0Engine() = default;
 
 void Stage0Engine::before_backward(bool boundary) {
-  if (boundary && group_.size() > 1) buckets_->begin();
+  // Mixed precision reduces the fp32 buffer, complete only after backward.
+  if (boundary && group_.size() > 1 && !low_precision_params_) buckets_->begin();
 }
 
 void Stage0Engine::after_backward(bool boundary) {
+  if (low_precision_params_) {
+    flat_->accumulate_grads_into(grads_fp32_);
+    if (boundary && group_.size() > 1) buckets_->begin();
+  }
   if (boundary && group_.size() > 1) buckets_->finish();
 }
 
@@ -52,16 +67,35 @@ StepResult Stage0Engine::apply_update(const UpdateRates& rates) {
   StepResult result;
   torch::NoGradGuard no_grad;
   // Gradients are replicated after the all-reduce: the global norm is local.
-  const at::Tensor& grads = flat_->grads();
-  result.grad_norm = at::linalg_vector_norm(grads, 2, {}, false, at::kDouble).item<double>();
-  const float factor = optim::unscale_and_clip_factor(result.grad_norm, /*loss_scale=*/1.0,
-                                                      config_.gradient_clipping);
+  const at::Tensor& grads = grads_fp32_;
+  maybe_inject_inf(grads);
+  const double scaled_norm =
+      at::linalg_vector_norm(grads, 2, {}, false, at::kDouble).item<double>();
+  result.grad_norm = scaled_norm / rates.loss_scale;
+  if (overflow_on_any_rank(scaled_norm)) {
+    zero_grads();
+    result.skipped = true;
+    return result;
+  }
+  const float factor =
+      optim::unscale_and_clip_factor(scaled_norm, rates.loss_scale, config_.gradient_clipping);
   if (rates.beta1) adam_->set_beta1(*rates.beta1);
   if (rates.beta2) adam_->set_beta2(*rates.beta2);
-  adam_->step(flat_->params(), grads, rates.lr, factor);
-  flat_->zero_grads();
+  const at::Tensor& params = flat_->params();
+  if (params.scalar_type() == at::kBFloat16) {
+    adam_->step(master_, grads, rates.lr, factor, /*bf16_copy=*/params);
+  } else {
+    adam_->step(master_, grads, rates.lr, factor);
+    if (!master_.is_same(params)) params.copy_(master_);
+  }
+  zero_grads();
   result.applied = true;
   return result;
+}
+
+void Stage0Engine::zero_grads() {
+  flat_->zero_grads();
+  if (!grads_fp32_.is_same(flat_->grads())) grads_fp32_.zero_();
 }
 
 }  // namespace deepshard::zero

@@ -30,7 +30,11 @@ class Stage0Engine : public Engine {
   StepResult apply_update(const UpdateRates& rates) override;
 
  private:
+  void zero_grads();
+
   std::unique_ptr<FlatParams> flat_;
+  at::Tensor master_;      // the parameters Adam updates: fp32 master copy, or flat_->params()
+  at::Tensor grads_fp32_;  // the gradients reduced and fed to Adam: fp32 buffer, or flat_->grads()
   std::unique_ptr<GradBuckets> buckets_;
   std::unique_ptr<optim::FlatAdam> adam_;
   // Strong references: autograd holds grad accumulators weakly, and the hooks live on them.

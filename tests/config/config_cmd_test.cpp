@@ -50,7 +50,7 @@ TEST_F(ConfigCheck, ReportsUnsupportedFeaturesAndErrorsOfEveryFile) {
   EXPECT_TRUE(contains(result.output,
                        "not supported yet: "
                        "zero_optimization.offload_optimizer.device=cpu\n"
-                       "not supported yet: fp16.enabled\n"))
+                       "not supported yet: fp16.fp16_master_weights_and_grads\n"))
       << result.output;
   EXPECT_TRUE(contains(result.output, "valid, but not runnable yet (2 unsupported features)"));
   EXPECT_TRUE(contains(result.output, "error: " + bad +

@@ -71,8 +71,12 @@ TEST(Unsupported, EachFeatureIsNamedWithItsValue) {
       {{{"zero_optimization", {{"mics_shard_size", 4}}}}, "zero_optimization.mics_shard_size=4"},
       {{{"zero_optimization", {{"zeropp_loco_param", {{"err_beta", 0.8}}}}}},
        "zero_optimization.zeropp_loco_param"},
-      {{{"fp16", {{"enabled", true}}}}, "fp16.enabled"},
-      {{{"bf16", {{"enabled", true}}}}, "bf16.enabled"},
+      {{{"fp16", {{"enabled", true}, {"fp16_master_weights_and_grads", true}}},
+        {"zero_optimization", {{"stage", 1}}}},
+       "fp16.fp16_master_weights_and_grads"},
+      {{{"bf16", {{"enabled", true}, {"bf16_master_weights_and_grads", true}}},
+        {"zero_optimization", {{"stage", 1}}}},
+       "bf16.bf16_master_weights_and_grads"},
       {{{"torch_autocast", {{"enabled", true}, {"dtype", "bfloat16"}}}}, "torch_autocast.enabled"},
       {{{"communication_data_type", "bf16"}}, "communication_data_type=bf16"},
       {{{"data_types", {{"grad_accum_dtype", "bf16"}}}}, "data_types.grad_accum_dtype=bf16"},
@@ -117,10 +121,10 @@ TEST(Unsupported, StagesZeroToTwoAreSupported) {
 
 TEST(Unsupported, AllFeaturesOfAConfigAreListed) {
   EXPECT_EQ(unsupported({{"zero_optimization", {{"stage", 3}}},
-                         {"bf16", {{"enabled", true}}},
+                         {"bf16", {{"enabled", true}, {"bf16_master_weights_and_grads", true}}},
                          {"wandb", {{"enabled", true}}}}),
             std::vector<std::string>({"not supported yet: zero_optimization.stage=3",
-                                      "not supported yet: bf16.enabled",
+                                      "not supported yet: bf16.bf16_master_weights_and_grads",
                                       "not supported yet: wandb.enabled"}));
 }
 

@@ -51,6 +51,13 @@ std::string tiny_run_config(const std::string& data, const std::string& run_dir,
   return j.dump(2);
 }
 
+std::vector<nlohmann::json> read_metrics(const std::string& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::istringstream lines(read_file(run_dir + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
 RunLosses train_and_read_losses(const TempDir& dir, const std::string& data, int ranks,
                                 int64_t micro, int64_t gas, const std::string& name,
                                 const std::string& extra) {
@@ -61,9 +68,7 @@ RunLosses train_and_read_losses(const TempDir& dir, const std::string& data, int
   RunLosses out;
   out.output = r.output;
   EXPECT_EQ(r.exit_status, 0) << r.output;
-  std::istringstream lines(read_file(run_dir + "/metrics.jsonl"));
-  for (std::string line; std::getline(lines, line);) {
-    auto record = nlohmann::json::parse(line);
+  for (const auto& record : read_metrics(run_dir)) {
     out.losses.push_back(record.at("loss").get<double>());
     if (record.at("grad_norm").get<double>() > 0.5) out.clipped = true;
   }

@@ -2,6 +2,7 @@
 // headers, and a `deepshard train` run of a tiny GPT whose metrics.jsonl losses are read back.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,9 @@ std::string make_token_file(const TempDir& dir);
 // The run file of the tiny GPT used by the training tests (JSON text). `extra` is merged in.
 std::string tiny_run_config(const std::string& data, const std::string& run_dir, int64_t micro,
                             int64_t gas, int64_t steps, const std::string& extra = "{}");
+
+// The records of <run_dir>/metrics.jsonl, one per step.
+std::vector<nlohmann::json> read_metrics(const std::string& run_dir);
 
 struct RunLosses {
   std::vector<double> losses;

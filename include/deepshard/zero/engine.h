@@ -12,6 +12,7 @@
 
 #include "deepshard/comm/group.h"
 #include "deepshard/config/ds_config.h"
+#include "deepshard/optim/loss_scaler.h"
 #include "deepshard/zero/memory_ledger.h"
 
 namespace torch::nn {
@@ -42,7 +43,7 @@ class Engine {
   virtual ~Engine();
 
   // Backward of `loss` (the mean loss of this rank's micro-batch), scaled by
-  // 1/gradient_accumulation_steps; gradients are reduced across ranks at the boundary.
+  // loss_scale()/gradient_accumulation_steps; gradients are reduced across ranks at the boundary.
   void backward(const at::Tensor& loss);
   // To be called after every backward(). Applies the optimizer at the boundary.
   StepResult step();
@@ -51,7 +52,8 @@ class Engine {
   int64_t global_steps() const { return global_steps_; }  // optimizer steps taken (incl. skipped)
   int64_t skipped_steps() const { return skipped_steps_; }
   int64_t micro_steps() const { return micro_steps_; }
-  double current_lr() const;  // the rate the next update will use
+  double current_lr() const;                             // the rate the next update will use
+  double loss_scale() const { return scaler_.scale(); }  // fp16's current scale; 1 otherwise
   int64_t num_parameters() const { return num_parameters_; }
   const config::DsConfig& config() const { return config_; }
   comm::Group& group() { return group_; }
@@ -69,9 +71,19 @@ class Engine {
   struct UpdateRates {
     double lr = 0.0;
     std::optional<double> beta1, beta2;
+    double loss_scale = 1.0;  // the gradients are scaled by it (fp16)
   };
-  // Global gradient norm, clipping, optimizer update with `rates`, zeroing gradients.
+  // Global gradient norm, overflow check (fp16), unscaling and clipping, optimizer update with
+  // `rates`, zeroing gradients (also after a skipped step).
   virtual StepResult apply_update(const UpdateRates& rates) = 0;
+
+  // fp16: whether the reduced gradients overflowed on any rank. `global_norm` is this rank's view
+  // of the global gradient norm; the ranks agree through an all-reduce (max) of a float flag.
+  // Always false without fp16 (no collective).
+  bool overflow_on_any_rank(double global_norm);
+  // Test hook: DEEPSHARD_TEST_INF_AT_STEP=S with DEEPSHARD_TEST_INF_RANK=R (default 0) makes rank R
+  // write +inf into element 0 of `grads` at optimizer step S (1-based), before the overflow check.
+  void maybe_inject_inf(const at::Tensor& grads) const;
 
   std::shared_ptr<torch::nn::Module> model_;
   config::DsConfig config_;
@@ -79,6 +91,9 @@ class Engine {
   MemoryLedger ledger_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   int64_t num_parameters_ = 0;
+  // Mixed precision: the parameters are not fp32 (bf16 or fp16 model); set from the flat buffer.
+  bool low_precision_params_ = false;
+  optim::LossScaler scaler_;
 
  private:
   int64_t micro_steps_ = 0;
