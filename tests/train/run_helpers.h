@@ -10,7 +10,8 @@
 
 namespace deepshard::testing {
 
-// Prepares <dir>/text.bin (+ text.valid.bin) with `deepshard prepare-data`.
+// Prepares <dir>/text.bin (+ text.valid.bin) from tests/train/data/corpus.txt with
+// `deepshard prepare-data`.
 std::string make_token_file(const TempDir& dir);
 
 // The run file of the tiny GPT used by the training tests (JSON text). `extra` is merged in.
