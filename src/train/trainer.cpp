@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "deepshard/checkpoint/hf_gpt2.h"
 #include "deepshard/data/sampler.h"
 #include "deepshard/data/token_file.h"
 #include "deepshard/data/tokenizer.h"
@@ -105,6 +106,9 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   torch::manual_seed(run.train.seed + static_cast<uint64_t>(group.rank()));  // dropout streams
   auto gpt_cfg = gpt_config(run.model);
   models::Gpt model(gpt_cfg, run.train.seed);
+  // Fine-tuning: Hugging Face GPT-2 weights replace the fresh init (every rank reads the file; the
+  // engine then broadcasts rank 0's parameters anyway).
+  if (!run.model.init_from.empty()) checkpoint::load_gpt2_safetensors(model, run.model.init_from);
 
   data::TokenFile train_file(run.data.train, gpt_cfg.vocab_size);
   data::DistributedSampler sampler(
