@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "deepshard/config/loader.h"
+#include "deepshard/optim/clip.h"
 #include "deepshard/optim/lr_schedule.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/strings.h"
@@ -99,6 +100,25 @@ StepResult Engine::step() {
   } else {
     ++applied_steps_;
   }
+  return result;
+}
+
+StepResult Engine::apply_update(const UpdateRates& rates) {
+  StepResult result;
+  torch::NoGradGuard no_grad;
+  const at::Tensor grads = reduced_grads();
+  maybe_inject_inf(grads);
+  const double scaled_norm = global_grad_norm(grads);
+  result.grad_norm = scaled_norm / rates.loss_scale;
+  if (overflow_on_any_rank(scaled_norm)) {
+    zero_grads();
+    result.skipped = true;
+    return result;
+  }
+  update_parameters(rates, optim::unscale_and_clip_factor(scaled_norm, rates.loss_scale,
+                                                          config_.gradient_clipping));
+  zero_grads();
+  result.applied = true;
   return result;
 }
 

@@ -5,7 +5,6 @@
 
 #include <cmath>
 
-#include "deepshard/optim/clip.h"
 #include "deepshard/util/error.h"
 #include "zero/grad_ready_hooks.h"
 
@@ -137,31 +136,22 @@ void ShardedOptimizerEngine::all_gather_params() {
   for (auto& w : works) w.wait();
 }
 
-StepResult ShardedOptimizerEngine::apply_update(const UpdateRates& rates) {
-  StepResult result;
-  torch::NoGradGuard no_grad;
+at::Tensor ShardedOptimizerEngine::reduced_grads() { return grad_shard_; }
+
+double ShardedOptimizerEngine::global_grad_norm(const at::Tensor& reduced) {
   // Every element is owned by one rank (padding is zero): the global norm is the root of the sum
   // of the ranks' squared shard norms.
-  maybe_inject_inf(grad_shard_);
-  at::Tensor squares = at::linalg_vector_norm(grad_shard_, 2, {}, false, at::kDouble).square();
+  at::Tensor squares = at::linalg_vector_norm(reduced, 2, {}, false, at::kDouble).square();
   squares = squares.reshape({1});
   group_.all_reduce(squares, comm::ReduceOp::kSum);
-  const double scaled_norm = std::sqrt(squares.item<double>());
-  result.grad_norm = scaled_norm / rates.loss_scale;
-  if (overflow_on_any_rank(scaled_norm)) {
-    zero_grads();
-    result.skipped = true;
-    return result;
-  }
-  const float factor =
-      optim::unscale_and_clip_factor(scaled_norm, rates.loss_scale, config_.gradient_clipping);
+  return std::sqrt(squares.item<double>());
+}
+
+void ShardedOptimizerEngine::update_parameters(const UpdateRates& rates, float grad_factor) {
   if (rates.beta1) adam_->set_beta1(*rates.beta1);
   if (rates.beta2) adam_->set_beta2(*rates.beta2);
-  adam_->step(master_, grad_shard_, rates.lr, factor);
+  adam_->step(master_, grad_shard_, rates.lr, grad_factor);
   all_gather_params();
-  zero_grads();
-  result.applied = true;
-  return result;
 }
 
 void ShardedOptimizerEngine::zero_grads() {

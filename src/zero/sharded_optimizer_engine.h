@@ -35,13 +35,15 @@ class ShardedOptimizerEngine : public Engine {
  protected:
   void before_backward(bool boundary) override;
   void after_backward(bool boundary) override;
-  StepResult apply_update(const UpdateRates& rates) override;
+  at::Tensor reduced_grads() override;
+  double global_grad_norm(const at::Tensor& reduced) override;
+  void update_parameters(const UpdateRates& rates, float grad_factor) override;
+  void zero_grads() override;
 
  private:
   comm::Work start_reduce_scatter(size_t bucket);
   void complete_reduce_scatter(size_t bucket);
   void all_gather_params();
-  void zero_grads();  // after a step, applied or skipped
   void allocate(MemoryCategory category, at::Tensor& buffer, int64_t numel,
                 const at::TensorOptions& options);
 

@@ -3,7 +3,6 @@
 
 #include <torch/torch.h>
 
-#include "deepshard/optim/clip.h"
 #include "deepshard/util/error.h"
 #include "zero/grad_ready_hooks.h"
 
@@ -63,34 +62,23 @@ void Stage0Engine::after_backward(bool boundary) {
   if (boundary && group_.size() > 1) buckets_->finish();
 }
 
-StepResult Stage0Engine::apply_update(const UpdateRates& rates) {
-  StepResult result;
-  torch::NoGradGuard no_grad;
+at::Tensor Stage0Engine::reduced_grads() { return grads_fp32_; }
+
+double Stage0Engine::global_grad_norm(const at::Tensor& reduced) {
   // Gradients are replicated after the all-reduce: the global norm is local.
-  const at::Tensor& grads = grads_fp32_;
-  maybe_inject_inf(grads);
-  const double scaled_norm =
-      at::linalg_vector_norm(grads, 2, {}, false, at::kDouble).item<double>();
-  result.grad_norm = scaled_norm / rates.loss_scale;
-  if (overflow_on_any_rank(scaled_norm)) {
-    zero_grads();
-    result.skipped = true;
-    return result;
-  }
-  const float factor =
-      optim::unscale_and_clip_factor(scaled_norm, rates.loss_scale, config_.gradient_clipping);
+  return at::linalg_vector_norm(reduced, 2, {}, false, at::kDouble).item<double>();
+}
+
+void Stage0Engine::update_parameters(const UpdateRates& rates, float grad_factor) {
   if (rates.beta1) adam_->set_beta1(*rates.beta1);
   if (rates.beta2) adam_->set_beta2(*rates.beta2);
   const at::Tensor& params = flat_->params();
   if (params.scalar_type() == at::kBFloat16) {
-    adam_->step(master_, grads, rates.lr, factor, /*bf16_copy=*/params);
+    adam_->step(master_, grads_fp32_, rates.lr, grad_factor, /*bf16_copy=*/params);
   } else {
-    adam_->step(master_, grads, rates.lr, factor);
+    adam_->step(master_, grads_fp32_, rates.lr, grad_factor);
     if (!master_.is_same(params)) params.copy_(master_);
   }
-  zero_grads();
-  result.applied = true;
-  return result;
 }
 
 void Stage0Engine::zero_grads() {

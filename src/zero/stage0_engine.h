@@ -27,11 +27,12 @@ class Stage0Engine : public Engine {
  protected:
   void before_backward(bool boundary) override;
   void after_backward(bool boundary) override;
-  StepResult apply_update(const UpdateRates& rates) override;
+  at::Tensor reduced_grads() override;
+  double global_grad_norm(const at::Tensor& reduced) override;
+  void update_parameters(const UpdateRates& rates, float grad_factor) override;
+  void zero_grads() override;
 
  private:
-  void zero_grads();
-
   std::unique_ptr<FlatParams> flat_;
   at::Tensor master_;      // the parameters Adam updates: fp32 master copy, or flat_->params()
   at::Tensor grads_fp32_;  // the gradients reduced and fed to Adam: fp32 buffer, or flat_->grads()

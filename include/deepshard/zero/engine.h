@@ -73,14 +73,23 @@ class Engine {
     std::optional<double> beta1, beta2;
     double loss_scale = 1.0;  // the gradients are scaled by it (fp16)
   };
-  // Global gradient norm, overflow check (fp16), unscaling and clipping, optimizer update with
-  // `rates`, zeroing gradients (also after a skipped step).
-  virtual StepResult apply_update(const UpdateRates& rates) = 0;
+  // The gradients this rank holds after the reduction (all of them, or its shard), fp32.
+  virtual at::Tensor reduced_grads() = 0;
+  // The global L2 norm of the gradients, from reduced_grads() (a collective when they are sharded).
+  virtual double global_grad_norm(const at::Tensor& reduced) = 0;
+  // Adam with `rates` on the fp32 parameters this rank updates, gradients multiplied by
+  // `grad_factor` (unscaling and clipping), then the new values published into the model.
+  virtual void update_parameters(const UpdateRates& rates, float grad_factor) = 0;
+  // Clears every gradient buffer (after a step, applied or skipped).
+  virtual void zero_grads() = 0;
 
   // fp16: whether the reduced gradients overflowed on any rank. `global_norm` is this rank's view
   // of the global gradient norm; the ranks agree through an all-reduce (max) of a float flag.
   // Always false without fp16 (no collective).
   bool overflow_on_any_rank(double global_norm);
+  // One update at the boundary: norm, overflow check (fp16: skip on every rank), unscale and
+  // clip as one factor, update_parameters, zero_grads.
+  StepResult apply_update(const UpdateRates& rates);
   // Test hook: DEEPSHARD_TEST_INF_AT_STEP=S with DEEPSHARD_TEST_INF_RANK=R (default 0) makes rank R
   // write +inf into element 0 of `grads` at optimizer step S (1-based), before the overflow check.
   void maybe_inject_inf(const at::Tensor& grads) const;
