@@ -15,5 +15,6 @@ int run_train_command(const Args& args);         // train_cmd.cpp
 int run_config_command(const Args& args);        // config_cmd.cpp: `config check FILE...`
 int run_estimate_command(const Args& args);      // estimate_cmd.cpp
 int run_prepare_data_command(const Args& args);  // prepare_data_cmd.cpp
+int run_generate_command(const Args& args);      // generate_cmd.cpp
 
 }  // namespace deepshard::cli

@@ -23,6 +23,8 @@ const Command kCommands[] = {
     {"config", deepshard::cli::run_config_command, "validate DeepSpeed or run config files"},
     {"estimate", deepshard::cli::run_estimate_command, "model-state memory per rank, stages 0-3"},
     {"prepare-data", deepshard::cli::run_prepare_data_command, "turn text into token files"},
+    {"generate", deepshard::cli::run_generate_command,
+     "sample text from Hugging Face GPT-2 safetensors weights"},
 };
 
 void print_usage(FILE* out) {
