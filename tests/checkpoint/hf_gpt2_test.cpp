@@ -10,6 +10,7 @@
 
 #include "deepshard/checkpoint/safetensors.h"
 #include "deepshard/util/error.h"
+#include "support/test_support.h"
 
 namespace deepshard::checkpoint {
 namespace {
@@ -28,15 +29,8 @@ models::GptConfig small_config() {
 
 class HfGpt2Test : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("ds_hf_gpt2_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  std::string path(const std::string& name) const { return dir_.file(name); }
+  testing::TempDir dir_;
 };
 
 at::Tensor tokens() { return torch::arange(24, torch::kLong).remainder(64).view({2, 12}); }

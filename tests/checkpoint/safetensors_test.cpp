@@ -12,6 +12,7 @@
 #include <string>
 
 #include "deepshard/util/error.h"
+#include "support/test_support.h"
 
 namespace deepshard::checkpoint {
 namespace {
@@ -20,15 +21,8 @@ namespace fs = std::filesystem;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("ds_safetensors_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  std::string path(const std::string& name) const { return dir_.file(name); }
+  testing::TempDir dir_;
 };
 
 // A safetensors file from a raw JSON header and data section.

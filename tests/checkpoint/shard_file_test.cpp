@@ -14,6 +14,7 @@
 
 #include "checkpoint/crc32.h"
 #include "deepshard/util/error.h"
+#include "support/test_support.h"
 
 namespace deepshard::checkpoint {
 namespace {
@@ -22,15 +23,6 @@ namespace fs = std::filesystem;
 
 class ShardFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("ds_shard_file_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-    file_ = (dir_ / "rank1.shard").string();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   ShardFile sample() const {
     torch::manual_seed(0);
     ShardFile s;
@@ -58,8 +50,8 @@ class ShardFileTest : public ::testing::Test {
     return "no IoError";
   }
 
-  fs::path dir_;
-  std::string file_;
+  testing::TempDir dir_;
+  std::string file_ = dir_.file("rank1.shard");
 };
 
 TEST(Crc32Test, MatchesTheStandardCheckValueAndIsIncremental) {
@@ -90,7 +82,7 @@ TEST_F(ShardFileTest, RefusesOtherDtypesAndDuplicateNamesWithoutLeavingFiles) {
   EXPECT_THROW(write_shard_file(file_, s), IoError);
   s.tensors = {{"a", torch::ones({1})}, {"a", torch::ones({1})}};
   EXPECT_THROW(write_shard_file(file_, s), IoError);
-  EXPECT_TRUE(fs::is_empty(dir_));
+  EXPECT_TRUE(fs::is_empty(dir_.path()));
 }
 
 TEST_F(ShardFileTest, EveryTruncationIsReported) {

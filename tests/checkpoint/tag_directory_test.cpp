@@ -11,6 +11,7 @@
 #include <string>
 
 #include "deepshard/util/error.h"
+#include "support/test_support.h"
 
 namespace deepshard::checkpoint {
 namespace {
@@ -19,24 +20,13 @@ namespace fs = std::filesystem;
 
 class TagDirectoryTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = (fs::temp_directory_path() /
-            ("ds_tag_dir_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-               .string();
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A fill function writing one file `name` with `content`.
   static auto file(const std::string& name, const std::string& content) {
     return [=](const std::string& tmp) { std::ofstream(fs::path(tmp) / name) << content; };
   }
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-  std::string dir_;
+  static std::string slurp(const fs::path& p) { return testing::read_file(p.string()); }
+  testing::TempDir tmp_;
+  std::string dir_ = tmp_.file("checkpoints");  // not created: write_tag creates it
 };
 
 TEST_F(TagDirectoryTest, WritesTagThenLatest) {
