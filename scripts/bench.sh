@@ -2,7 +2,8 @@
 # End-to-end training benchmark (not a test): tokens/s and peak RSS per rank of `deepshard train`
 # on the Brown corpus, each case repeated and reported as the median run. Prints a markdown table
 # for docs/benchmarks.md. Usage: scripts/bench.sh [--repeat R] [--steps S] [--case NAME]...
-# Cases: small-n1 small-n2 peer-n2 (default) and small-n2-z1/-z2, peer-n2-z1/-z2 (ZeRO stages 1, 2).
+# Cases: small-n1 small-n2 peer-n2 (default) and small-n2-z1/-z2, peer-n2-z1/-z2 (ZeRO stages 1, 2);
+# any case name + "-bf16" runs it in bf16 (e.g. small-n2-z2-bf16).
 # peer-* use the model of ../shared/peers, for side-by-side comparison with PyTorch DDP / ZeRO-1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,7 @@ trap 'rm -rf "$out_dir"' EXIT
 peer="model.n_layer=4 model.n_head=4 model.n_embd=256 model.block_size=128"
 case_args() {
   case "$1" in
+    *-bf16) echo "$(case_args "${1%-bf16}") bf16.enabled=true" ;;
     small-n1) echo "1 16" ;;
     small-n2) echo "2 8" ;;
     peer-n2) echo "2 8 $peer" ;;
