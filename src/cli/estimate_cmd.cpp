@@ -1,5 +1,6 @@
 // `deepshard estimate --params P --ranks N [--stage S] [--offload none|cpu|nvme]
-// [--dtype bf16|fp16|fp32]`: model-state memory per rank for ZeRO stages 0-3 (design §4).
+// [--dtype bf16|fp16|fp32] ...`: model-state memory per rank for ZeRO stages 0-3 (design §4), as
+// deepshard allocates it, and stage 2's communication buffers.
 #include <cstdio>
 #include <string>
 
@@ -14,13 +15,17 @@ namespace {
 const char* kUsage =
     "usage: deepshard estimate --params P --ranks N [--stage S] [--offload none|cpu|nvme]\n"
     "                          [--offload-param none|cpu|nvme] [--dtype bf16|fp16|fp32]\n"
-    "                          [--grad-dtype bf16|fp16|fp32]\n"
+    "                          [--grad-dtype bf16|fp16|fp32] [--reduce-bucket-size E]\n"
+    "                          [--overlap-comm] [--no-reduce-scatter] [--accumulation G]\n"
     "\n"
     "Prints the memory that parameters, gradients, fp32 master weights and Adam state take on\n"
     "each of N data-parallel ranks for a model of P parameters (1.3e9 is accepted), for ZeRO\n"
-    "stages 0-3 (the row of --stage is marked). --offload moves optimizer state (and master\n"
+    "stages 0-3 (the row of --stage is marked), counted as deepshard allocates them (the same\n"
+    "figures as `deepshard train --memory-report`). --offload moves optimizer state (and master\n"
     "weights) to host memory or NVMe; --offload-param moves stage-3 parameter shards too.\n"
-    "Gradients default to fp32 (deepshard accumulates them in fp32).\n";
+    "Gradients default to fp32 (deepshard accumulates them in fp32). The comm-buffer column is\n"
+    "stage 2's gradient staging (and receive) buffers, sized by --reduce-bucket-size (elements,\n"
+    "default 5e8), --overlap-comm (two instead of one) and --accumulation (receive buffers).\n";
 
 config::DType parse_dtype(const std::string& s, const char* option) {
   if (s == "fp32") return config::DType::kFp32;
@@ -52,8 +57,9 @@ std::string human(int64_t bytes) {
 }  // namespace
 
 int run_estimate_command(const Args& args) {
-  ArgParser parser({"params", "ranks", "stage", "offload", "offload-param", "dtype", "grad-dtype"},
-                   {"help"});
+  ArgParser parser({"params", "ranks", "stage", "offload", "offload-param", "dtype", "grad-dtype",
+                    "reduce-bucket-size", "accumulation"},
+                   {"help", "overlap-comm", "no-reduce-scatter"});
   parser.parse(args);
   if (parser.print_help_if_asked(kUsage)) return 0;
   parser.reject_positional();
@@ -69,6 +75,12 @@ int run_estimate_command(const Args& args) {
   in.grad_dtype = parse_dtype(parser.get("grad-dtype").value_or("fp32"), "--grad-dtype");
   in.offload_optimizer = parse_device(parser.get("offload").value_or("none"), "--offload");
   in.offload_param = parse_device(parser.get("offload-param").value_or("none"), "--offload-param");
+  in.reduce_bucket_size = parser.get_int("reduce-bucket-size", 500'000'000);
+  DS_CHECK(in.reduce_bucket_size >= 0, UsageError, "--reduce-bucket-size must not be negative");
+  in.gradient_accumulation_steps = parser.get_int("accumulation", 1);
+  DS_CHECK(in.gradient_accumulation_steps >= 1, UsageError, "--accumulation must be at least 1");
+  in.overlap_comm = parser.has("overlap-comm");
+  in.reduce_scatter = !parser.has("no-reduce-scatter");
 
   std::printf(
       "model states per rank: %lld parameters, %lld ranks, %s parameters, %s gradients,"
@@ -76,15 +88,15 @@ int run_estimate_command(const Args& args) {
       static_cast<long long>(in.num_params), static_cast<long long>(in.world_size),
       config::to_string(in.dtype), config::to_string(in.grad_dtype),
       config::to_string(in.offload_optimizer), config::to_string(in.offload_param));
-  std::printf("%-7s %12s %12s %12s %12s %12s %12s\n", "stage", "params", "grads", "master",
-              "optimizer", "on device", "offloaded");
+  std::printf("%-7s %12s %12s %12s %12s %12s %12s %12s\n", "stage", "params", "grads", "master",
+              "optimizer", "on device", "offloaded", "comm buf");
   for (int stage = 0; stage <= 3; ++stage) {
     in.stage = stage;
     auto e = zero::estimate_model_states(in);
-    std::printf("%s%-5d %12s %12s %12s %12s %12s %12s\n", stage == marked ? "* " : "  ", stage,
+    std::printf("%s%-5d %12s %12s %12s %12s %12s %12s %12s\n", stage == marked ? "* " : "  ", stage,
                 human(e.params).c_str(), human(e.grads).c_str(), human(e.master).c_str(),
                 human(e.optimizer).c_str(), human(e.on_device()).c_str(),
-                human(e.offloaded).c_str());
+                human(e.offloaded).c_str(), human(e.comm_buffers).c_str());
   }
   return 0;
 }

@@ -23,12 +23,14 @@ const char* kUsage =
     "and comm (see docs/config.md). --deepspeed merges a plain DeepSpeed config over it, so a\n"
     "DeepSpeed user's file works unchanged; --set overrides any key, e.g.\n"
     "--set zero_optimization.reduce_bucket_size=1e6 --set train.steps=50.\n"
+    "--memory-report (= --set train.memory_report=true): rank 0 prints the memory ledger by\n"
+    "category beside `deepshard estimate`'s prediction for the run (summary.json has it always).\n"
     "Several ranks: deepshard launch -n 2 -- deepshard train --config RUN.json\n";
 
 }  // namespace
 
 int run_train_command(const Args& args) {
-  ArgParser parser({"config", "deepspeed", "set"}, {"help"});
+  ArgParser parser({"config", "deepspeed", "set"}, {"help", "memory-report"});
   parser.parse(args);
   if (parser.print_help_if_asked(kUsage)) return 0;
   parser.reject_positional();
@@ -41,6 +43,7 @@ int run_train_command(const Args& args) {
     origin += " + " + *ds_path;
   }
   for (const auto& assignment : parser.get_all("set")) config::apply_override(json, assignment);
+  if (parser.has("memory-report")) config::apply_override(json, "train.memory_report=true");
 
   const auto info = comm::rendezvous_from_env();
   log::set_rank(info.rank);

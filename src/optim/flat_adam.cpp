@@ -2,6 +2,8 @@
 // each with its own weight decay; steps it with the adam_step kernel.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "deepshard/optim/adam.h"
 #include "deepshard/util/error.h"
 
@@ -49,6 +51,15 @@ FlatAdam::FlatAdam(const config::OptimizerConfig& config, int64_t numel,
              ") is outside the buffer of ", numel_, " elements");
     DS_CHECK(r.weight_decay >= 0.0, Error, "FlatAdam: range ", i, " has negative weight decay ",
              r.weight_decay);
+    DS_CHECK(r.param_offset >= -1, Error, "FlatAdam: range ", i, " has parameter offset ",
+             r.param_offset);
+  }
+  param_offsets_ = std::any_of(ranges_.begin(), ranges_.end(),
+                               [](const ParamRange& r) { return r.param_offset >= 0; });
+  param_numel_ = param_offsets_ ? 0 : numel_;
+  for (const ParamRange& r : ranges_) {
+    param_numel_ =
+        std::max(param_numel_, (r.param_offset >= 0 ? r.param_offset : r.offset) + r.numel);
   }
   // Host buffers: the state lives where the CPU kernel runs (the fp32 master shard's home).
   exp_avg_ = at::zeros({numel_}, at::TensorOptions().dtype(at::kFloat));
@@ -57,7 +68,13 @@ FlatAdam::FlatAdam(const config::OptimizerConfig& config, int64_t numel,
 
 void FlatAdam::step(const at::Tensor& param, const at::Tensor& grad, double lr, float grad_scale,
                     const at::Tensor& bf16_copy) {
-  check_flat(param, "param", at::kFloat, numel_);
+  if (!param_offsets_) {
+    check_flat(param, "param", at::kFloat, numel_);
+  } else {
+    check_flat(param, "param", at::kFloat, param.numel());
+    DS_CHECK(param.numel() >= param_numel_, Error, "FlatAdam::step: param has ", param.numel(),
+             " elements, the ranges need ", param_numel_);
+  }
   check_flat(grad, "grad", at::kFloat, numel_);
   check_flat(exp_avg_, "exp_avg", at::kFloat, numel_);
   check_flat(exp_avg_sq_, "exp_avg_sq", at::kFloat, numel_);
@@ -75,8 +92,9 @@ void FlatAdam::step(const at::Tensor& param, const at::Tensor& grad, double lr, 
   float* m = exp_avg_.data_ptr<float>();
   float* v = exp_avg_sq_.data_ptr<float>();
   for (const ParamRange& r : ranges_) {
-    adam_step(p + r.offset, g + r.offset, m + r.offset, v + r.offset, r.numel, hyper,
-              r.weight_decay, step_, grad_scale, bf16 ? bf16 + r.offset : nullptr);
+    adam_step(p + (r.param_offset >= 0 ? r.param_offset : r.offset), g + r.offset, m + r.offset,
+              v + r.offset, r.numel, hyper, r.weight_decay, step_, grad_scale,
+              bf16 ? bf16 + r.offset : nullptr);
   }
 }
 

@@ -20,6 +20,8 @@
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
 #include "deepshard/zero/engine.h"
+#include "deepshard/zero/estimator.h"
+#include "train/memory_report.h"
 
 namespace deepshard::train {
 namespace {
@@ -55,6 +57,12 @@ double evaluate(models::Gpt& model, const data::DistributedSampler& sampler, int
   }
   model->train();
   return mean_over_ranks(group, sum / static_cast<double>(batches));
+}
+
+config::DType dtype_of(at::ScalarType type) {
+  if (type == at::kBFloat16) return config::DType::kBf16;
+  if (type == at::kHalf) return config::DType::kFp16;
+  return config::DType::kFp32;
 }
 
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
@@ -133,6 +141,14 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
     log::warn("fp16 on CPU: no fp16 kernels in libtorch 1.13; the model computes in fp32 with ",
               "fp16's dynamic loss scaling");
   auto engine = zero::Engine::initialize(model.ptr(), ds, group);
+  const auto estimate_in =
+      zero::estimate_input(ds, engine->num_parameters(), group.size(),
+                           dtype_of(model->parameters().front().scalar_type()));
+  const auto memory_estimate = zero::estimate_model_states(estimate_in);
+  if (run.train.memory_report && rank0) {
+    std::printf("%s", format_memory_report(engine->ledger(), memory_estimate).c_str());
+    std::fflush(stdout);
+  }
   if (rank0) {
     log::info("model ", run.model.preset, ": ", engine->num_parameters(), " parameters; ",
               group.size(), " rank(s); ZeRO stage ", ds.zero.stage, "; global batch ",
@@ -236,6 +252,9 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                           {"ledger_bytes_rank0", memory},
                           {"comm", nlohmann::json::object()},
                           {"config", nlohmann::json::parse(run.resolved_json)}};
+    out["memory_report"] = memory_report_json(ledger, memory_estimate);
+    out["comm_estimate_per_step"] =
+        comm_estimate_json(zero::estimate_comm_per_step(estimate_in), group.size());
     if (summary.final_val_loss >= 0) out["final_val_loss"] = summary.final_val_loss;
     if (!summary.sample.empty()) out["sample"] = summary.sample;
     for (const auto& [op, stats] : group.log().snapshot()) {

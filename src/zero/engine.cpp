@@ -123,7 +123,10 @@ StepResult Engine::apply_update(const UpdateRates& rates) {
 }
 
 bool Engine::overflow_on_any_rank(double global_norm) {
-  if (!config_.fp16.enabled) return false;
+  // fp16 always; bf16 when bf16.check_grad_overflow (DeepSpeed's stage 1/2 default: true).
+  if (!config_.fp16.enabled && !(config_.bf16.enabled && config_.bf16.check_grad_overflow)) {
+    return false;
+  }
   auto flag = torch::full({1}, std::isfinite(global_norm) ? 0.0f : 1.0f, torch::kFloat);
   group_.all_reduce(flag, comm::ReduceOp::kMax);  // Gloo has no bool reduction
   return flag.item<float>() > 0.0f;

@@ -21,7 +21,7 @@ FlatParams::FlatParams(torch::nn::Module& module, int64_t alignment)
         return p;
       }) {}
 
-FlatParams::FlatParams(torch::nn::Module& module, const Placer& place) {
+FlatParams::FlatParams(torch::nn::Module& module, const Placer& place, bool grad_buffer) {
   std::unordered_set<const void*> seen;
   std::vector<FlatParamEntry> in_order;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
@@ -59,14 +59,18 @@ FlatParams::FlatParams(torch::nn::Module& module, const Placer& place) {
   DS_ASSERT(placement.size >= end, "parameter placement beyond the buffer");
   const int64_t padded = placement.size;
   params_ = torch::zeros({padded}, options.requires_grad(false));
-  grads_ = torch::zeros({padded}, options.requires_grad(false));
+  if (grad_buffer) grads_ = torch::zeros({padded}, options.requires_grad(false));
 
   torch::NoGradGuard no_grad;
   for (auto& e : entries_) {
     auto param_view = params_.narrow(0, e.offset, e.numel).view(e.param.sizes());
     param_view.copy_(e.param);
     e.param.set_data(param_view);
-    e.param.mutable_grad() = grads_.narrow(0, e.offset, e.numel).view(e.param.sizes());
+    if (grad_buffer) {
+      e.param.mutable_grad() = grads_.narrow(0, e.offset, e.numel).view(e.param.sizes());
+    } else {
+      e.param.mutable_grad().reset();
+    }
   }
 }
 
@@ -78,6 +82,7 @@ std::vector<optim::ParamRange> FlatParams::ranges(double weight_decay) const {
 }
 
 void FlatParams::accumulate_grads_into(const at::Tensor& accumulator) {
+  DS_ASSERT(grads_.defined(), "accumulate_grads_into: no gradient buffer");
   DS_ASSERT(accumulator.numel() == grads_.numel(), "accumulator size ", accumulator.numel(),
             " != gradient buffer size ", grads_.numel());
   torch::NoGradGuard no_grad;

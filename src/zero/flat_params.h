@@ -4,7 +4,9 @@
 // straight into the flat gradient buffer (AccumulateGrad adds in place into an existing grad),
 // buckets are contiguous ranges of it, and the optimizer runs on whole flat buffers.
 // Parameters are placed in reverse registration order: backward produces gradients roughly in
-// that order, so consecutive buckets become ready one after another.
+// that order, so consecutive buckets become ready one after another. Without a gradient buffer
+// (stage 2) .grad is left to autograd: each backward allocates it per parameter, and the engine
+// copies it out and releases it.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -38,17 +40,20 @@ class FlatParams {
     int64_t size = 0;
   };
   using Placer = std::function<Placement(const std::vector<int64_t>& numels)>;
-  FlatParams(torch::nn::Module& module, const Placer& place);
+  // `grad_buffer` false: no flat gradient buffer (grads() undefined, every .grad reset).
+  FlatParams(torch::nn::Module& module, const Placer& place, bool grad_buffer = true);
 
   const std::vector<FlatParamEntry>& entries() const { return entries_; }
   const at::Tensor& params() const { return params_; }  // [padded_numel]
-  const at::Tensor& grads() const { return grads_; }    // [padded_numel]
+  const at::Tensor& grads() const { return grads_; }    // [padded_numel], or undefined
   int64_t numel() const { return numel_; }              // parameters only, without padding
   int64_t padded_numel() const { return params_.numel(); }
 
   // Optimizer ranges: each parameter with its weight decay (0 for no-decay parameters).
   std::vector<optim::ParamRange> ranges(double weight_decay) const;
-  void zero_grads() { grads_.zero_(); }
+  void zero_grads() {
+    if (grads_.defined()) grads_.zero_();
+  }
   // Mixed precision: adds the gradient buffer into `accumulator` (fp32, padded_numel()) and zeroes
   // the gradient buffer for the next backward.
   void accumulate_grads_into(const at::Tensor& accumulator);

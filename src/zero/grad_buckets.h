@@ -51,6 +51,8 @@ class GradBuckets {
   void finish();
 
   bool active() const { return active_; }
+  // In the current pass: bucket's reduction has completed (and its completion callback has run).
+  bool completed(size_t bucket) const { return active_ && bucket < next_to_complete_; }
   size_t num_buckets() const { return buckets_.size(); }
 
  private:

@@ -49,8 +49,9 @@ int64_t ShardLayout::owned_offset(size_t bucket, int rank) const {
   return buckets_[bucket].offset + rank * buckets_[bucket].shard_numel;
 }
 
-std::vector<optim::ParamRange> ShardLayout::shard_ranges(
-    int rank, const std::vector<double>& weight_decay) const {
+std::vector<optim::ParamRange> ShardLayout::shard_ranges(int rank,
+                                                         const std::vector<double>& weight_decay,
+                                                         bool in_flat_buffer) const {
   DS_ASSERT(weight_decay.size() == slot_numels_.size());
   std::vector<optim::ParamRange> out;
   for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -60,7 +61,8 @@ std::vector<optim::ParamRange> ShardLayout::shard_ranges(
       const int64_t lo = std::max(begin, slot_offsets_[s]);
       const int64_t hi = std::min(end, slot_offsets_[s] + slot_numels_[s]);
       if (lo >= hi) continue;
-      out.push_back({buckets_[b].shard_offset + (lo - begin), hi - lo, weight_decay[s]});
+      out.push_back({buckets_[b].shard_offset + (lo - begin), hi - lo, weight_decay[s],
+                     in_flat_buffer ? lo : -1});
     }
   }
   return out;

@@ -39,8 +39,10 @@ class ShardLayout {
   int64_t owned_offset(size_t bucket, int rank) const;
   // Optimizer ranges over rank `rank`'s shard: the intersection of every parameter with the slices
   // the rank owns, each with its parameter's weight decay (`weight_decay[slot]`).
-  std::vector<optim::ParamRange> shard_ranges(int rank,
-                                              const std::vector<double>& weight_decay) const;
+  // `in_flat_buffer`: each range also gives its flat-buffer offset as param_offset (Adam then
+  // updates the owned slices of the parameter buffer in place: no separate master copy).
+  std::vector<optim::ParamRange> shard_ranges(int rank, const std::vector<double>& weight_decay,
+                                              bool in_flat_buffer = false) const;
 
  private:
   int world_size_;

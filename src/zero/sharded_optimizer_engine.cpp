@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <deque>
 
 #include "deepshard/util/error.h"
 #include "zero/grad_ready_hooks.h"
@@ -15,50 +16,58 @@ ShardedOptimizerEngine::ShardedOptimizerEngine(std::shared_ptr<torch::nn::Module
                                                bool partition_grads)
     : Engine(std::move(model), config, group), partition_grads_(partition_grads) {
   const int64_t bucket_numel = config_.zero.reduce_bucket_size;
-  flat_ = std::make_unique<FlatParams>(*model_, [&](const std::vector<int64_t>& numels) {
-    layout_ = std::make_unique<ShardLayout>(numels, bucket_numel, group_.size());
-    return FlatParams::Placement{layout_->slot_offsets(), layout_->padded_numel()};
-  });
+  flat_ = std::make_unique<FlatParams>(
+      *model_,
+      [&](const std::vector<int64_t>& numels) {
+        layout_ = std::make_unique<ShardLayout>(numels, bucket_numel, group_.size());
+        return FlatParams::Placement{layout_->slot_offsets(), layout_->padded_numel()};
+      },
+      /*grad_buffer=*/!partition_grads_);
   num_parameters_ = flat_->numel();
   const at::Tensor& params = flat_->params();
   const int64_t elem = params.element_size();
+  low_precision_params_ = params.scalar_type() != at::kFloat;
   ledger_.allocate(MemoryCategory::kParameters, flat_->padded_numel() * elem);
-  // The full gradient buffer stays allocated in both stages: autograd accumulates into it.
-  ledger_.allocate(MemoryCategory::kGradients, flat_->padded_numel() * elem);
 
   // Every rank starts from rank 0's parameters, as DeepSpeed does.
   group_.broadcast(params, 0);
 
   const int64_t shard = layout_->shard_numel();
   const auto& buckets = layout_->buckets();
-  allocate(MemoryCategory::kMasterWeights, master_, shard, params.options().dtype(at::kFloat));
-  reduce_source_ = flat_->grads();
-  low_precision_params_ = params.scalar_type() != at::kFloat;
-  if (low_precision_params_) {
-    allocate(MemoryCategory::kGradients, reduce_source_, flat_->padded_numel(),
-             params.options().dtype(at::kFloat));
+  const auto fp32 = params.options().dtype(at::kFloat);
+  const size_t in_flight = config_.zero.overlap_comm ? 2 : 1;
+  if (partition_grads_) {
+    staging_ = std::make_unique<GradStaging>(*layout_, flat_->entries(), in_flight, fp32);
+    ledger_.allocate(MemoryCategory::kCommBuffers, staging_->bytes());
+  } else {
+    // Stage 1: autograd accumulates into the full flat gradient buffer.
+    ledger_.allocate(MemoryCategory::kGradients, flat_->padded_numel() * elem);
+    reduce_source_ = flat_->grads();
+    if (low_precision_params_)
+      allocate(MemoryCategory::kGradients, reduce_source_, flat_->padded_numel(), fp32);
   }
-  allocate(MemoryCategory::kGradients, grad_shard_, shard, reduce_source_.options());
-  {
+  allocate(MemoryCategory::kGradients, grad_shard_, shard, fp32);
+  if (low_precision_params_) {
+    allocate(MemoryCategory::kMasterWeights, master_, shard, fp32);
     torch::NoGradGuard no_grad;
     for (size_t b = 0; b < buckets.size(); ++b) {
       master_.narrow(0, buckets[b].shard_offset, buckets[b].shard_numel)
           .copy_(params.narrow(0, layout_->owned_offset(b, group_.rank()), buckets[b].shard_numel));
     }
   }
-  if (partition_grads_ && config_.gradient_accumulation_steps > 1) {
+  if (partition_grads_ && config_.zero.reduce_scatter && config_.gradient_accumulation_steps > 1) {
     int64_t largest = 0;
     for (const auto& b : buckets) largest = std::max(largest, b.shard_numel);
-    receive_.resize(config_.zero.overlap_comm ? 2 : 1);
-    for (auto& r : receive_)
-      allocate(MemoryCategory::kCommBuffers, r, largest, grad_shard_.options());
+    receive_.resize(in_flight);
+    for (auto& r : receive_) allocate(MemoryCategory::kCommBuffers, r, largest, fp32);
   }
 
   std::vector<double> decay;
   for (const auto& e : flat_->entries())
     decay.push_back(e.decay ? config_.optimizer.weight_decay : 0.0);
-  adam_ = std::make_unique<optim::FlatAdam>(config_.optimizer, shard,
-                                            layout_->shard_ranges(group_.rank(), decay));
+  adam_ = std::make_unique<optim::FlatAdam>(
+      config_.optimizer, shard,
+      layout_->shard_ranges(group_.rank(), decay, /*in_flat_buffer=*/!low_precision_params_));
   ledger_.allocate(MemoryCategory::kOptimizerState, 2 * shard * 4);
 
   std::vector<GradBuckets::Slot> ranges;
@@ -68,13 +77,15 @@ ShardedOptimizerEngine::ShardedOptimizerEngine(std::shared_ptr<torch::nn::Module
     bucket_of_slot.insert(bucket_of_slot.end(), buckets[b].num_slots, b);
   }
   buckets_ = std::make_unique<GradBuckets>(ranges, bucket_of_slot, [this](int64_t offset, int64_t) {
-    return start_reduce_scatter(layout_->bucket_at(offset));
+    return start_reduction(layout_->bucket_at(offset));
   });
-  buckets_->set_completion([this](size_t b) { complete_reduce_scatter(b); });
+  buckets_->set_completion([this](size_t b) { complete_reduction(b); });
   // Without overlap_comm a reduction completes before the next starts (DeepSpeed reduces
-  // synchronously then); with it, two may be in flight (its double-buffered IPG bucket).
-  buckets_->set_max_in_flight(config_.zero.overlap_comm ? 2 : 1);
-  accumulators_ = add_grad_ready_hooks(flat_->entries(), *buckets_);
+  // synchronously then); with it, two may be in flight (its double-buffered IPG bucket). Stage 2
+  // fills staging buffer b % in_flight for bucket b, free once bucket b - in_flight completed.
+  buckets_->set_max_in_flight(in_flight);
+  accumulators_ =
+      add_grad_ready_hooks(flat_->entries(), [this](size_t slot) { on_grad_ready(slot); });
 }
 
 ShardedOptimizerEngine::~ShardedOptimizerEngine() = default;
@@ -85,55 +96,99 @@ void ShardedOptimizerEngine::allocate(MemoryCategory category, at::Tensor& buffe
   ledger_.allocate(category, numel * buffer.element_size());
 }
 
+void ShardedOptimizerEngine::on_grad_ready(size_t slot) {
+  // contiguous_gradients: move the gradient into its bucket's staging buffer as soon as that
+  // buffer is free, releasing autograd's .grad early; otherwise (or while the buffer is still being
+  // reduced) the .grad stays until the bucket's reduction starts, and fill() copies it then.
+  if (staging_ && buckets_->active() && config_.zero.contiguous_gradients) {
+    const size_t b = staging_->bucket_of(slot);
+    if (b < staging_->count() || buckets_->completed(b - staging_->count()))
+      staging_->copy_in(slot);
+  }
+  buckets_->mark_ready(slot);
+}
+
 void ShardedOptimizerEngine::before_backward(bool boundary) {
   first_micro_step_ = micro_steps() % config_.gradient_accumulation_steps == 0;
-  // Mixed precision reduces the fp32 buffer, complete only after backward.
-  if ((partition_grads_ || boundary) && !low_precision_params_) buckets_->begin();
+  // Stage 2 reduces every micro-step from the hooks (converting to fp32 bucket by bucket); stage 1
+  // with a bf16/fp16 model reduces the fp32 buffer, complete only after backward.
+  if (partition_grads_ || (boundary && !low_precision_params_)) buckets_->begin();
 }
 
 void ShardedOptimizerEngine::after_backward(bool boundary) {
-  if (low_precision_params_) {
+  if (!partition_grads_ && low_precision_params_) {
     flat_->accumulate_grads_into(reduce_source_);
-    if (partition_grads_ || boundary) buckets_->begin();
+    if (boundary) buckets_->begin();
   }
   buckets_->finish();
 }
 
-comm::Work ShardedOptimizerEngine::start_reduce_scatter(size_t bucket) {
+at::Tensor ShardedOptimizerEngine::reduce_input(size_t bucket) const {
+  if (staging_) return staging_->region(bucket);
   const ShardBucket& b = layout_->buckets()[bucket];
+  return reduce_source_.narrow(0, b.offset, b.numel);
+}
+
+comm::Work ShardedOptimizerEngine::start_reduction(size_t bucket) {
+  const ShardBucket& b = layout_->buckets()[bucket];
+  const at::Tensor in = staging_ ? staging_->fill(bucket) : reduce_input(bucket);
+  // reduce_scatter false: DeepSpeed's all-reduce of the whole bucket; the owned slice is taken
+  // from it on completion.
+  if (!config_.zero.reduce_scatter) return group_.all_reduce_async(in, comm::ReduceOp::kAvg);
   // Stage 1 reduces once per window and stage 2's first micro-step starts the sum: straight into
   // the shard. Later stage-2 micro-steps receive aside and add on completion.
   const bool into_shard = !partition_grads_ || first_micro_step_;
   const at::Tensor out = into_shard
                              ? grad_shard_.narrow(0, b.shard_offset, b.shard_numel)
                              : receive_[bucket % receive_.size()].narrow(0, 0, b.shard_numel);
-  return group_.reduce_scatter_async(out, reduce_source_.narrow(0, b.offset, b.numel),
-                                     comm::ReduceOp::kAvg);
+  return group_.reduce_scatter_async(out, in, comm::ReduceOp::kAvg);
 }
 
-void ShardedOptimizerEngine::complete_reduce_scatter(size_t bucket) {
-  if (!partition_grads_) return;
+void ShardedOptimizerEngine::complete_reduction(size_t bucket) {
   torch::NoGradGuard no_grad;
   const ShardBucket& b = layout_->buckets()[bucket];
-  if (!first_micro_step_) {
-    grad_shard_.narrow(0, b.shard_offset, b.shard_numel)
-        .add_(receive_[bucket % receive_.size()].narrow(0, 0, b.shard_numel));
+  const at::Tensor shard = grad_shard_.narrow(0, b.shard_offset, b.shard_numel);
+  const bool into_shard = !partition_grads_ || first_micro_step_;
+  if (!config_.zero.reduce_scatter) {
+    const at::Tensor owned =
+        reduce_input(bucket).narrow(0, group_.rank() * b.shard_numel, b.shard_numel);
+    if (into_shard) {
+      shard.copy_(owned);
+    } else {
+      shard.add_(owned);
+    }
+  } else if (!into_shard) {
+    shard.add_(receive_[bucket % receive_.size()].narrow(0, 0, b.shard_numel));
   }
-  // The full gradient of this bucket is consumed: the next micro-step accumulates from zero.
-  reduce_source_.narrow(0, b.offset, b.numel).zero_();
+}
+
+at::Tensor ShardedOptimizerEngine::owned_params(size_t bucket) const {
+  const ShardBucket& b = layout_->buckets()[bucket];
+  if (!master_.defined()) {
+    return flat_->params().narrow(0, layout_->owned_offset(bucket, group_.rank()), b.shard_numel);
+  }
+  return master_.narrow(0, b.shard_offset, b.shard_numel).to(flat_->params().scalar_type());
 }
 
 void ShardedOptimizerEngine::all_gather_params() {
   const at::Tensor& params = flat_->params();
   const auto& buckets = layout_->buckets();
-  std::vector<comm::Work> works;
-  works.reserve(buckets.size());
-  for (const auto& b : buckets) {
-    at::Tensor slice = master_.narrow(0, b.shard_offset, b.shard_numel);
-    if (slice.scalar_type() != params.scalar_type()) slice = slice.to(params.scalar_type());
-    works.push_back(group_.all_gather_async(params.narrow(0, b.offset, b.numel), slice));
+  // allgather_bucket_size bounds the elements being gathered at once (a larger bucket goes alone).
+  const int64_t limit = config_.zero.allgather_bucket_size;
+  std::deque<std::pair<comm::Work, int64_t>> works;
+  int64_t in_flight = 0;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const ShardBucket& b = buckets[i];
+    while (!works.empty() && in_flight + b.numel > limit) {
+      works.front().first.wait();
+      in_flight -= works.front().second;
+      works.pop_front();
+    }
+    works.emplace_back(
+        group_.all_gather_async(params.narrow(0, b.offset, b.numel), owned_params(i)), b.numel);
+    in_flight += b.numel;
   }
-  for (auto& w : works) w.wait();
+  for (auto& w : works) w.first.wait();
 }
 
 at::Tensor ShardedOptimizerEngine::reduced_grads() { return grad_shard_; }
@@ -150,14 +205,15 @@ double ShardedOptimizerEngine::global_grad_norm(const at::Tensor& reduced) {
 void ShardedOptimizerEngine::update_parameters(const UpdateRates& rates, float grad_factor) {
   if (rates.beta1) adam_->set_beta1(*rates.beta1);
   if (rates.beta2) adam_->set_beta2(*rates.beta2);
-  adam_->step(master_, grad_shard_, rates.lr, grad_factor);
+  // fp32: the ranges point into the parameter buffer (param_offset), updated in place.
+  adam_->step(master_.defined() ? master_ : flat_->params(), grad_shard_, rates.lr, grad_factor);
   all_gather_params();
 }
 
 void ShardedOptimizerEngine::zero_grads() {
-  // Stage 2 zeroed each bucket of the full buffer after its reduction; the shard is
-  // reduce-scattered into afresh (overwritten) by the window's first micro-step.
-  if (!partition_grads_) reduce_source_.zero_();
+  // Stage 2's staging buffers are refilled every micro-step; the shard is reduced into afresh
+  // (overwritten) by the window's first micro-step.
+  if (reduce_source_.defined()) reduce_source_.zero_();
 }
 
 }  // namespace deepshard::zero

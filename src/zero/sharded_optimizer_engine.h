@@ -1,13 +1,15 @@
 // ZeRO stages 1 and 2 (DeepSpeed's DeepSpeedZeroOptimizer, one class with a flag as there):
-// parameters stay replicated; the optimizer state (fp32 master slices, Adam m and v) exists only
-// for the elements this rank owns (ShardLayout: slice r of every bucket). Stage 1 accumulates the
-// full gradient locally and reduce-scatters it bucket by bucket at the accumulation boundary;
-// stage 2 reduce-scatters every micro-step and accumulates only the owned, reduced gradient
-// shard. The step computes the global norm from the owned gradients, runs Adam on the shard and
-// all-gathers the updated slices back into every rank's parameters. Mixed precision (bf16/fp16
-// model): after every backward autograd's low-precision gradients are added into a full fp32
-// accumulation buffer, which is what the buckets reduce-scatter (after backward, not from the
-// hooks); the gradient shard is fp32.
+// parameters stay replicated; the optimizer state (Adam m and v, and with a bf16/fp16 model the
+// fp32 master slices) exists only for the elements this rank owns (ShardLayout: slice r of every
+// bucket). With fp32 parameters the owned slices of the parameter buffer are the master weights
+// (Adam updates them in place). Stage 1 accumulates the full gradient locally and reduces it
+// bucket by bucket at the accumulation boundary; stage 2 has no full gradient buffer: each
+// gradient is copied from autograd's .grad into a bucket-sized staging buffer (GradStaging, fp32)
+// and released, every bucket is reduced on every micro-step while backward runs, and only the
+// owned, reduced gradient shard is accumulated. The step computes the global norm from the owned
+// gradients, runs Adam on the shard and all-gathers the updated slices back into every rank's
+// parameters. Stage 1 with a bf16/fp16 model adds autograd's gradients into a full fp32
+// accumulation buffer after every backward, which is what it reduces (after backward).
 #pragma once
 
 #include <memory>
@@ -17,6 +19,7 @@
 #include "deepshard/zero/engine.h"
 #include "zero/flat_params.h"
 #include "zero/grad_buckets.h"
+#include "zero/grad_staging.h"
 #include "zero/shard_layout.h"
 
 namespace torch::autograd {
@@ -41,8 +44,11 @@ class ShardedOptimizerEngine : public Engine {
   void zero_grads() override;
 
  private:
-  comm::Work start_reduce_scatter(size_t bucket);
-  void complete_reduce_scatter(size_t bucket);
+  void on_grad_ready(size_t slot);
+  at::Tensor reduce_input(size_t bucket) const;  // the bucket's gradients being reduced
+  comm::Work start_reduction(size_t bucket);
+  void complete_reduction(size_t bucket);
+  at::Tensor owned_params(size_t bucket) const;  // this rank's updated slice of a bucket
   void all_gather_params();
   void allocate(MemoryCategory category, at::Tensor& buffer, int64_t numel,
                 const at::TensorOptions& options);
@@ -50,11 +56,13 @@ class ShardedOptimizerEngine : public Engine {
   bool partition_grads_;
   std::unique_ptr<ShardLayout> layout_;
   std::unique_ptr<FlatParams> flat_;
-  at::Tensor reduce_source_;  // what is reduce-scattered: fp32 accumulation buffer, or flat grads
-  at::Tensor master_;         // fp32 copy of the owned parameter slices [shard_numel]
-  at::Tensor grad_shard_;     // the reduced gradient of the owned elements [shard_numel]
-  // Stage 2, accumulation > 1: receive buffers of the reduce-scatters after the window's first
-  // micro-step (added into grad_shard_ on completion); two for overlap_comm, else one.
+  // Stage 1: what is reduced at the boundary (fp32 accumulation buffer, or the flat gradients).
+  at::Tensor reduce_source_;
+  std::unique_ptr<GradStaging> staging_;  // stage 2: the bucket-sized gradient buffers
+  at::Tensor master_;      // bf16/fp16 model: fp32 copy of the owned parameter slices [shard_numel]
+  at::Tensor grad_shard_;  // the reduced gradient of the owned elements [shard_numel], fp32
+  // Stage 2, accumulation > 1, reduce_scatter: receive buffers of the reductions after the
+  // window's first micro-step (added into grad_shard_ on completion); one per reduction in flight.
   std::vector<at::Tensor> receive_;
   bool first_micro_step_ = true;  // this backward is the first of its accumulation window
   std::unique_ptr<GradBuckets> buckets_;

@@ -202,5 +202,31 @@ TEST(FlatAdam, RejectsBadInput) {
   EXPECT_EQ(adam.step_count(), 0);
 }
 
+// Ranges with param_offset (ZeRO stages 1/2 in fp32: the owned slices of a larger parameter
+// buffer are updated in place) give bit for bit what a contiguous parameter copy gets, and leave
+// every other element of the parameter buffer alone.
+TEST(FlatAdam, ParamOffsetsUpdateSlicesOfALargerBufferInPlace) {
+  const config::OptimizerConfig c = adamw_config();
+  const std::vector<ParamRange> contiguous = {{0, 30, c.weight_decay}, {30, 20, 0.0}};
+  const std::vector<ParamRange> in_place = {{0, 30, c.weight_decay, 100}, {30, 20, 0.0, 7}};
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const at::Tensor buffer0 = at::randn({200}, gen);
+  at::Tensor buffer = buffer0.clone();
+  at::Tensor shard = torch::cat({buffer0.narrow(0, 100, 30), buffer0.narrow(0, 7, 20)});
+  FlatAdam a(c, 50, contiguous), b(c, 50, in_place);
+  for (int step = 0; step < 5; ++step) {
+    const at::Tensor grad = at::randn({50}, gen);
+    a.step(shard, grad, c.lr, 0.5f);
+    b.step(buffer, grad, c.lr, 0.5f);
+  }
+  EXPECT_TRUE(torch::equal(buffer.narrow(0, 100, 30), shard.narrow(0, 0, 30)));
+  EXPECT_TRUE(torch::equal(buffer.narrow(0, 7, 20), shard.narrow(0, 30, 20)));
+  at::Tensor untouched = buffer0.clone();
+  untouched.narrow(0, 100, 30).copy_(buffer.narrow(0, 100, 30));
+  untouched.narrow(0, 7, 20).copy_(buffer.narrow(0, 7, 20));
+  EXPECT_TRUE(torch::equal(buffer, untouched));
+  EXPECT_THROW(b.step(buffer.narrow(0, 0, 120), at::zeros({50}), c.lr, 1.0f), Error);
+}
+
 }  // namespace
 }  // namespace deepshard::optim

@@ -1,6 +1,7 @@
 // Mixed precision end to end (`deepshard launch`, 2 real ranks, ZeRO stages 0, 1 and 2):
-// fp16's dynamic loss scaling skips an overflowing step on every rank and halves the scale, and
-// bf16 training tracks the fp32 single-rank losses, with stages 1 and 2 equal to stage 0.
+// fp16's dynamic loss scaling skips an overflowing step on every rank and halves the scale, bf16's
+// overflow check skips it too, and bf16 training tracks the fp32 single-rank losses, with stages 1
+// and 2 equal to stage 0.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,6 +81,46 @@ TEST_P(MixedPrecision, Fp16OverflowSkipsTheStepOnEveryRank) {
       "stage %d: step %lld skipped on both ranks, loss scale 256 -> %g, val loss %.6f "
       "unchanged across it\n",
       stage, static_cast<long long>(kInf), injected[kInf].at("loss_scale").get<double>(), before);
+}
+
+// bf16 with bf16.check_grad_overflow (DeepSpeed's default: true): an inf in rank 1's gradient at
+// step kInf skips that step on every rank (no scaling: the scale stays 1), parameters unchanged;
+// with the check off the same inf reaches the parameters and the run fails on a non-finite loss.
+TEST_P(MixedPrecision, Bf16OverflowCheckSkipsTheStepOnEveryRank) {
+  const int stage = GetParam();
+  constexpr int64_t kSteps = 5, kInf = 3;
+  TempDir dir;
+  const std::string data = make_token_file(dir);
+  auto run = [&](const std::string& name, bool check) {
+    const nlohmann::json extra = {{"bf16", {{"enabled", true}, {"check_grad_overflow", check}}},
+                                  {"zero_optimization", {{"stage", stage}}},
+                                  {"data", {{"valid", dir.file("text.valid.bin")}}},
+                                  {"train", {{"eval_interval", 1}, {"eval_batches", 2}}}};
+    const std::string config = dir.file(name + ".json");
+    write_file(config, tiny_run_config(data, dir.file("run_" + name), kGlobalBatch / kRanks, 1,
+                                       kSteps, extra.dump()));
+    return run_ranks(
+        kRanks, deepshard_exe(), {"train", "--config", config}, 120,
+        {{"DEEPSHARD_TEST_INF_AT_STEP", std::to_string(kInf)}, {"DEEPSHARD_TEST_INF_RANK", "1"}});
+  };
+  const auto checked = run("checked", true);
+  ASSERT_EQ(checked.exit_status, 0) << checked.output;
+  const auto metrics = read_metrics(dir.file("run_checked"));
+  ASSERT_EQ(metrics.size(), static_cast<size_t>(kSteps));
+  for (int64_t step = 1; step <= kSteps; ++step) {
+    EXPECT_EQ(metrics[step - 1].at("skipped").get<bool>(), step == kInf) << "step " << step;
+    EXPECT_EQ(metrics[step - 1].at("loss_scale").get<double>(), 1.0) << "step " << step;
+  }
+  const double before = metrics[kInf - 2].at("val_loss").get<double>();
+  EXPECT_EQ(metrics[kInf - 1].at("val_loss").get<double>(), before);
+  EXPECT_NE(metrics[kInf].at("val_loss").get<double>(), before);
+  if (stage == 2) {  // once is enough: without the check the inf poisons the parameters
+    const auto unchecked = run("unchecked", false);
+    EXPECT_NE(unchecked.exit_status, 0) << unchecked.output;
+    EXPECT_NE(unchecked.output.find("the training loss is"), std::string::npos) << unchecked.output;
+  }
+  std::printf("bf16 stage %d: step %lld skipped on both ranks, val loss %.6f unchanged across it\n",
+              stage, static_cast<long long>(kInf), before);
 }
 
 // bf16 parameters and activations, fp32 master weights and gradient accumulation: 20 steps at

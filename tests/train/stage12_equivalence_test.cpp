@@ -123,6 +123,32 @@ TEST_P(Stage12Equivalence, ParameterCountNotDivisibleByN) {
   EXPECT_EQ(read_summary(dir, name).at("num_parameters"), params);
 }
 
+// DeepSpeed's switches off: reduce_scatter false (each bucket all-reduced, the owned slice kept)
+// and contiguous_gradients false (gradients stay in autograd's .grad until their bucket's
+// reduction starts), with overlap_comm and accumulation 3 at N = 3: the same losses.
+TEST_P(Stage12Equivalence, AllReduceAndNonContiguousGradients) {
+  const int stage = GetParam();
+  TempDir dir;
+  const std::string data = make_token_file(dir);
+  auto reference = train_and_read_losses(dir, data, 1, kGlobalBatch, 1, "ref");
+  ASSERT_EQ(reference.losses.size(), 20u);
+  const nlohmann::json extra = {{"zero_optimization",
+                                 {{"stage", stage},
+                                  {"overlap_comm", true},
+                                  {"reduce_scatter", false},
+                                  {"contiguous_gradients", false}}}};
+  const int ranks = 3, gas = 3;
+  const std::string name = "allreduce_s" + std::to_string(stage);
+  auto run = train_and_read_losses(dir, data, ranks, kGlobalBatch / (ranks * gas), gas, name,
+                                   extra.dump());
+  expect_same_losses(run, reference,
+                     "stage " + std::to_string(stage) +
+                         ", 3 ranks, accumulation 3, all-reduce, non-contiguous gradients");
+  const auto summary = read_summary(dir, name);
+  EXPECT_EQ(comm_calls(summary, "reduce_scatter"), 0);
+  EXPECT_GT(comm_calls(summary, "all_reduce"), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stages, Stage12Equivalence, ::testing::Values(1, 2),
                          [](const auto& info) { return "Stage" + std::to_string(info.param); });
 

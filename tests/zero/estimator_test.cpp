@@ -18,21 +18,67 @@ EstimateInput input(int64_t params, int64_t ranks, int stage, config::DType dtyp
   return in;
 }
 
-TEST(Estimator, MatchesDesignTableForBf16) {
+// Design §4 for bf16 parameters, with deepshard's fp32 gradient accumulation: stages 0/1 keep
+// autograd's bf16 buffer (2Ψ) beside the fp32 accumulation buffer (4Ψ), stage 1 also the reduced
+// fp32 shard; stage 2 keeps only the reduced fp32 shard.
+TEST(Estimator, MatchesDesignTableForBf16WithFp32Gradients) {
   const int64_t psi = 1'000'000, n = 4;
-  auto s0 = estimate_model_states(input(psi, n, 0, config::DType::kBf16));
+  auto in = input(psi, n, 0, config::DType::kBf16);
+  in.grad_dtype = config::DType::kFp32;
+  auto s0 = estimate_model_states(in);
   EXPECT_EQ(s0.params, 2 * psi);
-  EXPECT_EQ(s0.grads, 2 * psi);
+  EXPECT_EQ(s0.grads, 2 * psi + 4 * psi);
   EXPECT_EQ(s0.master + s0.optimizer, 12 * psi);
-  auto s1 = estimate_model_states(input(psi, n, 1, config::DType::kBf16));
+  in.stage = 1;
+  auto s1 = estimate_model_states(in);
   EXPECT_EQ(s1.params, 2 * psi);
-  EXPECT_EQ(s1.grads, 2 * psi);
+  EXPECT_EQ(s1.grads, 2 * psi + 4 * psi + 4 * psi / n);
   EXPECT_EQ(s1.master + s1.optimizer, 12 * psi / n);
-  auto s2 = estimate_model_states(input(psi, n, 2, config::DType::kBf16));
-  EXPECT_EQ(s2.grads, 2 * psi / n);
-  auto s3 = estimate_model_states(input(psi, n, 3, config::DType::kBf16));
+  in.stage = 2;
+  auto s2 = estimate_model_states(in);
+  EXPECT_EQ(s2.params, 2 * psi);
+  EXPECT_EQ(s2.grads, 4 * psi / n);
+  EXPECT_EQ(s2.master + s2.optimizer, 12 * psi / n);
+  in.stage = 3;
+  auto s3 = estimate_model_states(in);
   EXPECT_EQ(s3.params, 2 * psi / n);
-  EXPECT_EQ(s3.total(), 16 * psi / n);
+  EXPECT_EQ(s3.total(), 18 * psi / n);
+}
+
+TEST(Estimator, Fp32Stage2KeepsOnlyTheShardsAndTheStagingBuffers) {
+  const int64_t psi = 1'000'000, n = 4;
+  auto in = input(psi, n, 2, config::DType::kFp32);
+  in.reduce_bucket_size = 1000;
+  auto e = estimate_model_states(in);
+  EXPECT_EQ(e.total(), 4 * psi + (4 + 8) * psi / n);
+  EXPECT_EQ(e.master, 0);
+  EXPECT_EQ(e.comm_buffers, 4 * 1000);  // one staging buffer
+  in.overlap_comm = true;
+  in.gradient_accumulation_steps = 3;
+  EXPECT_EQ(estimate_model_states(in).comm_buffers, 2 * 4 * 1000 + 2 * 4 * 250);  // + receive
+  in.reduce_scatter = false;  // all-reduce in the staging buffer: nothing to receive into
+  EXPECT_EQ(estimate_model_states(in).comm_buffers, 2 * 4 * 1000);
+}
+
+// Design §4's bytes per step: stage 0 all-reduces the gradients (2 x payload moved); stages 1/2
+// reduce-scatter them (stage 2 on every micro-step) and all-gather the parameters.
+TEST(Estimator, CommPerStep) {
+  const int64_t psi = 1'000'000, n = 4;
+  auto in = input(psi, n, 0, config::DType::kFp32);
+  in.gradient_accumulation_steps = 3;
+  auto c0 = estimate_comm_per_step(in);
+  EXPECT_EQ(c0.all_reduce, 4 * psi);
+  EXPECT_EQ(c0.moved(n), 2 * 4 * psi);
+  in.stage = 1;
+  auto c1 = estimate_comm_per_step(in);
+  EXPECT_EQ(c1.reduce_scatter, 4 * psi);
+  EXPECT_EQ(c1.all_gather, 4 * psi / n);
+  EXPECT_EQ(c1.moved(n), 2 * 4 * psi);
+  in.stage = 2;
+  EXPECT_EQ(estimate_comm_per_step(in).reduce_scatter, 3 * 4 * psi);
+  in.world_size = 1;
+  in.stage = 0;
+  EXPECT_EQ(estimate_comm_per_step(in).moved(1), 0);  // one rank: nothing to average
 }
 
 TEST(Estimator, Fp32HasNoSeparateMaster) {

@@ -69,7 +69,13 @@ TEST(ShardLayout, ShardRangesCoverEveryParameterElementOnceWithItsDecay) {
       std::vector<double> seen(layout.padded_numel(), -1.0);
       int64_t covered = 0;
       for (int r = 0; r < n; ++r) {
-        for (const auto& range : layout.shard_ranges(r, decay)) {
+        const auto in_flat = layout.shard_ranges(r, decay, /*in_flat_buffer=*/true);
+        const auto ranges = layout.shard_ranges(r, decay);
+        ASSERT_EQ(in_flat.size(), ranges.size());
+        for (size_t i = 0; i < ranges.size(); ++i) {
+          const auto& range = ranges[i];
+          ASSERT_EQ(range.param_offset, -1);
+          ASSERT_EQ(in_flat[i].offset, range.offset);
           ASSERT_GT(range.numel, 0);
           ASSERT_LE(range.offset + range.numel, layout.shard_numel());
           // Shard position -> flat position: find the bucket slice holding it.
@@ -77,6 +83,8 @@ TEST(ShardLayout, ShardRangesCoverEveryParameterElementOnceWithItsDecay) {
             size_t b = 0;
             while (layout.buckets()[b].shard_offset + layout.buckets()[b].shard_numel <= k) ++b;
             const int64_t flat = layout.owned_offset(b, r) + (k - layout.buckets()[b].shard_offset);
+            // The fp32 engine's in-place ranges point at the same flat elements.
+            ASSERT_EQ(in_flat[i].param_offset + (k - range.offset), flat);
             ASSERT_EQ(seen[flat], -1.0) << "element " << flat << " covered twice";
             seen[flat] = range.weight_decay;
             ++covered;

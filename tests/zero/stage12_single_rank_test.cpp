@@ -21,7 +21,13 @@ models::GptConfig tiny() {
   return c;
 }
 
-config::DsConfig ds_config(int stage, bool overlap) {
+// The zero_optimization switches the variants below turn off (DeepSpeed's defaults are on).
+struct Variant {
+  bool reduce_scatter = true;
+  bool contiguous_gradients = true;
+};
+
+config::DsConfig ds_config(int stage, bool overlap, Variant variant = {}) {
   config::DsConfig c;
   c.train_micro_batch_size_per_gpu = 4;
   c.gradient_accumulation_steps = 3;
@@ -34,6 +40,8 @@ config::DsConfig ds_config(int stage, bool overlap) {
   c.zero.stage = stage;
   c.zero.overlap_comm = overlap;
   c.zero.reduce_bucket_size = 1000;  // several buckets
+  c.zero.reduce_scatter = variant.reduce_scatter;
+  c.zero.contiguous_gradients = variant.contiguous_gradients;
   return c;
 }
 
@@ -43,11 +51,11 @@ at::Tensor flat_parameters(models::Gpt& model) {
   return torch::cat(all);
 }
 
-void expect_matches_stage0(int stage, bool overlap) {
+void expect_matches_stage0(int stage, bool overlap, Variant variant = {}) {
   auto group = comm::Group::create(comm::RendezvousInfo{}, std::chrono::seconds(10));
   models::Gpt ref(tiny(), 7), ours(tiny(), 7);
   auto ref_engine = Engine::initialize(ref.ptr(), ds_config(0, false), *group);
-  auto engine = Engine::initialize(ours.ptr(), ds_config(stage, overlap), *group);
+  auto engine = Engine::initialize(ours.ptr(), ds_config(stage, overlap, variant), *group);
   bool clipped = false;
   for (int64_t step = 0; step < 6; ++step) {
     for (int64_t m = 0; m < 3; ++m) {
@@ -71,19 +79,34 @@ void expect_matches_stage0(int stage, bool overlap) {
   ASSERT_EQ(n, ref_engine->num_parameters());
   const MemoryLedger& ledger = engine->ledger();
   EXPECT_EQ(ledger.bytes(MemoryCategory::kParameters), bytes);
-  EXPECT_EQ(ledger.bytes(MemoryCategory::kGradients), 2 * bytes);  // full buffer + shard
-  EXPECT_EQ(ledger.bytes(MemoryCategory::kMasterWeights), bytes);
+  // Stage 1: the full gradient buffer and the reduced shard; stage 2: the shard only.
+  EXPECT_EQ(ledger.bytes(MemoryCategory::kGradients), (stage == 1 ? 2 : 1) * bytes);
+  // fp32 parameters: the owned slices of the parameter buffer are the master weights.
+  EXPECT_EQ(ledger.bytes(MemoryCategory::kMasterWeights), 0);
   EXPECT_EQ(ledger.bytes(MemoryCategory::kOptimizerState),
             ref_engine->ledger().bytes(MemoryCategory::kOptimizerState));
-  // Stage 2 with accumulation keeps one receive buffer per reduction in flight, each as large
-  // as the largest bucket slice: an MLP matrix (4 * 33 * 33 > reduce_bucket_size, a bucket alone).
+  // Stage 2 keeps one bucket-sized staging buffer and (accumulation > 1) one receive buffer per
+  // reduction in flight, each as large as the largest bucket (its slice, at N = 1 all of it): an
+  // MLP matrix (4 * 33 * 33 > reduce_bucket_size, a bucket alone).
   const int64_t comm = ledger.bytes(MemoryCategory::kCommBuffers);
-  EXPECT_EQ(comm, stage == 1 ? 0 : (overlap ? 2 : 1) * 4 * (4 * 33 * 33));
+  const int64_t buffers = stage == 1 ? 0 : variant.reduce_scatter ? 2 : 1;  // no receive buffers
+  EXPECT_EQ(comm, buffers * (overlap ? 2 : 1) * 4 * (4 * 33 * 33));
+  // Stage 2 leaves no gradient in the parameters: each was copied out and released.
+  if (stage == 2) {
+    for (const auto& p : ours->parameters()) EXPECT_FALSE(p.grad().defined());
+  }
 }
 
 TEST(Stage12SingleRank, Stage1MatchesStage0) { expect_matches_stage0(1, false); }
 TEST(Stage12SingleRank, Stage2MatchesStage0) { expect_matches_stage0(2, false); }
 TEST(Stage12SingleRank, Stage2WithOverlapMatchesStage0) { expect_matches_stage0(2, true); }
+TEST(Stage12SingleRank, AllReduceInsteadOfReduceScatterMatchesStage0) {
+  expect_matches_stage0(1, false, {.reduce_scatter = false});
+  expect_matches_stage0(2, true, {.reduce_scatter = false});
+}
+TEST(Stage12SingleRank, Stage2WithoutContiguousGradientsMatchesStage0) {
+  expect_matches_stage0(2, true, {.contiguous_gradients = false});
+}
 
 }  // namespace
 }  // namespace deepshard::zero

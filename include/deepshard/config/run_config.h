@@ -42,6 +42,7 @@ struct TrainConfig {
   std::string sample_prompt = "The ";
   double sample_temperature = 0.8;
   int64_t sample_top_k = 40;
+  bool memory_report = false;  // rank 0 prints the memory ledger beside the estimate at start
   // Values that fill DeepSpeed "auto" (absent: "auto" must be derivable or it is an error).
   std::optional<int64_t> micro_batch_size;             // train_micro_batch_size_per_gpu
   std::optional<int64_t> gradient_accumulation_steps;  // gradient_accumulation_steps

@@ -41,9 +41,12 @@ bool adam_isa_supported(AdamIsa isa);
 AdamIsa adam_isa();
 
 struct ParamRange {
-  int64_t offset = 0;
+  int64_t offset = 0;  // in the gradient and optimizer-state buffers
   int64_t numel = 0;
   double weight_decay = 0.0;
+  // Where these elements are in the parameter buffer, when it is not `offset` (-1). Lets ZeRO
+  // stages 1/2 in fp32 update the owned slices of the full parameter buffer in place.
+  int64_t param_offset = -1;
 };
 
 class FlatAdam {
@@ -52,7 +55,8 @@ class FlatAdam {
   // padding and stay untouched).
   FlatAdam(const config::OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges);
 
-  // One step: param and grad are flat fp32 contiguous tensors of numel(). `lr` from the schedule.
+  // One step: param and grad are flat fp32 contiguous tensors of numel() (param: large enough for
+  // every range's param_offset, when ranges give one). `lr` from the schedule.
   // `bf16_copy` (optional): a contiguous bf16 host tensor of numel() that receives the updated
   // parameters in the same pass (the ranges only; padding gaps are not written).
   void step(const at::Tensor& param, const at::Tensor& grad, double lr, float grad_scale,
@@ -72,6 +76,8 @@ class FlatAdam {
   AdamHyper hyper_;
   int64_t numel_;
   std::vector<ParamRange> ranges_;
+  bool param_offsets_ = false;  // some range has a param_offset
+  int64_t param_numel_ = 0;     // the parameter buffer's size: numel_, or what the ranges need
   at::Tensor exp_avg_, exp_avg_sq_;
   int64_t step_ = 0;
 };

@@ -83,9 +83,9 @@ class Engine {
   // Clears every gradient buffer (after a step, applied or skipped).
   virtual void zero_grads() = 0;
 
-  // fp16: whether the reduced gradients overflowed on any rank. `global_norm` is this rank's view
-  // of the global gradient norm; the ranks agree through an all-reduce (max) of a float flag.
-  // Always false without fp16 (no collective).
+  // fp16 (and bf16 with bf16.check_grad_overflow): whether the reduced gradients overflowed on
+  // any rank. `global_norm` is this rank's view of the global gradient norm; the ranks agree
+  // through an all-reduce (max) of a float flag. Always false otherwise (no collective).
   bool overflow_on_any_rank(double global_norm);
   // One update at the boundary: norm, overflow check (fp16: skip on every rank), unscale and
   // clip as one factor, update_parameters, zero_grads.
