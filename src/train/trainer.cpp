@@ -210,7 +210,8 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   summary.mean_tokens_per_s = timed_steps > 0 ? tokens_per_s_sum / timed_steps : 0.0;
   summary.peak_rss_bytes = gather_over_ranks(group, monitor::peak_rss_bytes());
 
-  if (run.train.sample_tokens > 0 && rank0) {
+  // At stage 3 every rank runs the sampling forward: it gathers parameters collectively.
+  if (run.train.sample_tokens > 0 && (rank0 || ds.zero.stage == 3)) {
     data::ByteTokenizer tokenizer;
     auto prompt16 = tokenizer.encode(run.train.sample_prompt);
     std::vector<int64_t> prompt(prompt16.begin(), prompt16.end());
