@@ -222,10 +222,11 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
 
   if (rank0) {
     const auto& ledger = engine->ledger();
-    nlohmann::json memory = nlohmann::json::object();
+    nlohmann::json memory = nlohmann::json::object(), peak = nlohmann::json::object();
     for (int c = 0; c < static_cast<int>(zero::MemoryCategory::kCount); ++c) {
       auto category = static_cast<zero::MemoryCategory>(c);
       memory[zero::to_string(category)] = ledger.bytes(category);
+      peak[zero::to_string(category)] = ledger.peak_bytes(category);
     }
     memory["model_states"] = ledger.model_state_bytes();
     nlohmann::json out = {{"steps", summary.steps},
@@ -235,6 +236,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                           {"num_parameters", engine->num_parameters()},
                           {"peak_rss_bytes", summary.peak_rss_bytes},
                           {"ledger_bytes_rank0", memory},
+                          {"ledger_peak_bytes_rank0", peak},
                           {"comm", nlohmann::json::object()},
                           {"config", nlohmann::json::parse(run.resolved_json)}};
     if (summary.final_val_loss >= 0) out["final_val_loss"] = summary.final_val_loss;

@@ -13,7 +13,11 @@ namespace deepshard::zero {
 
 Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
                            comm::Group& group)
-    : Engine(std::move(model), config, group), plan_(plan_sharding_units(*model_)) {
+    : Engine(std::move(model), config, group), plan_(plan_sharding_units(*model_)), trace_([this] {
+        std::vector<std::string> names;
+        for (const auto& u : plan_.units) names.push_back(u.name);
+        return names;
+      }()) {
   const int n = group_.size(), rank = group_.rank();
   int64_t shard_numel = 0;
   for (auto& spec : plan_.units) {
@@ -38,11 +42,15 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
   const auto options = units_[0]->params().front().param.options().requires_grad(false);
   shard_ = torch::zeros({shard_numel}, options);
   ledger_.allocate(MemoryCategory::kParameters, shard_numel * shard_.element_size());
+  in_flight_.resize(units_.size());
   for (size_t u = 0; u < units_.size(); ++u) {
+    // A unit starts gathered (it holds the model's parameters).
     units_[u]->partition(group_, shard_.narrow(0, slice_offsets_[u], units_[u]->slice_numel()));
     ledger_.allocate(MemoryCategory::kGatheredParams,
                      units_[u]->padded_numel() * units_[u]->element_size());
-    if (!persistent_[u]) release(u);
+    if (persistent_[u]) continue;
+    live_elements_ += units_[u]->padded_numel();
+    release(u);
   }
   master_ = shard_;
   if (low_precision_params_) {
@@ -95,24 +103,57 @@ Stage3Engine::~Stage3Engine() {
 
 at::Tensor Stage3Engine::run_unit(size_t u, const std::function<at::Tensor()>& body) {
   DS_ASSERT(u > 0 && u < units_.size(), "ZeRO-3: no unit ", u);
-  gather(u);
+  // Only training forwards are part of the trace (an evaluation has no backward to pair with).
+  if (torch::GradMode::is_enabled()) {
+    fetch(u);
+  } else {
+    gather(u);
+  }
   at::Tensor out = body();
   if (!persistent_[u]) release(u);
   return run_before_backward(out, &pre_backward_[u]);
 }
 
-void Stage3Engine::gather(size_t u) {
-  if (units_[u]->gathered()) return;
-  units_[u]->gather(group_);
+void Stage3Engine::fetch(size_t u) {
+  const bool following = trace_.on_fetch(u);
+  gather(u);
+  if (following) prefetch(u);
+}
+
+void Stage3Engine::prefetch(size_t current) {
+  int64_t bucket = config_.zero.prefetch_bucket_size;
+  int64_t beyond_current =
+      live_elements_ - (persistent_[current] ? 0 : units_[current]->padded_numel());
+  for (size_t v : trace_.upcoming()) {
+    if (persistent_[v] || units_[v]->gathered()) continue;
+    const int64_t n = units_[v]->padded_numel();
+    if (n > bucket || beyond_current + n > config_.zero.max_live_parameters) break;
+    start_gather(v);
+    bucket -= n;
+    beyond_current += n;
+  }
+}
+
+void Stage3Engine::start_gather(size_t u) {
+  DS_ASSERT(!units_[u]->gathered());
+  in_flight_[u] = units_[u]->gather_async(group_);
   ledger_.allocate(MemoryCategory::kGatheredParams,
                    units_[u]->padded_numel() * units_[u]->element_size());
+  if (!persistent_[u]) live_elements_ += units_[u]->padded_numel();
+}
+
+void Stage3Engine::gather(size_t u) {
+  if (!units_[u]->gathered()) start_gather(u);
+  in_flight_[u].wait();
 }
 
 void Stage3Engine::release(size_t u) {
   if (!units_[u]->gathered()) return;
+  in_flight_[u].wait();
   units_[u]->release();
   ledger_.release(MemoryCategory::kGatheredParams,
                   units_[u]->padded_numel() * units_[u]->element_size());
+  if (!persistent_[u]) live_elements_ -= units_[u]->padded_numel();
 }
 
 void Stage3Engine::before_backward(bool) {
@@ -126,8 +167,11 @@ void Stage3Engine::before_backward(bool) {
 }
 
 void Stage3Engine::before_unit_backward(size_t u) {
-  gather(u);  // also for a backward the engine does not drive (the unit then stays gathered)
-  if (!in_backward_ || units_[u]->grads_begun() || reduced_[u]) return;
+  if (!in_backward_ || units_[u]->grads_begun() || reduced_[u]) {
+    gather(u);  // a backward the engine does not drive: the unit then stays gathered
+    return;
+  }
+  fetch(u);
   units_[u]->begin_grads();
   ledger_.allocate(MemoryCategory::kGradients,
                    units_[u]->padded_numel() * units_[u]->element_size());
@@ -162,6 +206,12 @@ void Stage3Engine::after_backward(bool) {
     if (!reduced_[u]) reduce_unit(u);
   }
   in_backward_ = false;
+  // Nothing stays gathered into the step but persistent units (a prefetch the pass never used,
+  // after a departure from the trace).
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (!persistent_[u]) release(u);
+  }
+  trace_.end_pass(group_);
 }
 
 at::Tensor Stage3Engine::reduced_grads() { return grad_shard_; }
@@ -186,7 +236,7 @@ void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor
   }
   // The other units gather the new slices when they next run.
   for (size_t u = 0; u < units_.size(); ++u) {
-    if (units_[u]->gathered()) units_[u]->gather(group_);
+    if (units_[u]->gathered()) units_[u]->gather(group_);  // persistent units
   }
 }
 

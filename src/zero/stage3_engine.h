@@ -6,8 +6,13 @@
 // backward and gives its parameters a flat gradient buffer; when grad-accumulator hooks report
 // all of the unit's gradients, the buffer is reduce-scattered (average) into this rank's fp32
 // gradient shard (accumulating over micro-steps), dropped, and the unit released. The root unit
-// and units of at most stage3_param_persistence_threshold elements stay gathered. The step is
-// Engine::apply_update: global norm from the gradient shards, Adam on the owned shard, then the
+// and units of at most stage3_param_persistence_threshold elements stay gathered.
+// Prefetch (DeepSpeed's parameter coordinator): the first forward + backward records the order
+// units are fetched in (UnitTrace, compared across ranks); later passes, at every fetch, start
+// asynchronous all-gathers of the next units in that order, at most stage3_prefetch_bucket_size
+// elements per fetch and never more than stage3_max_live_parameters gathered elements (persistent
+// units aside) beyond the unit fetched now. Evaluation forwards (no grad) fetch on demand. The step
+// is Engine::apply_update: global norm from the gradient shards, Adam on the owned shard, then the
 // persistent units are re-gathered (the others gather afresh when they next run).
 #pragma once
 
@@ -19,6 +24,7 @@
 #include "deepshard/zero/engine.h"
 #include "zero/sharding_plan.h"
 #include "zero/stage3_unit.h"
+#include "zero/unit_trace.h"
 
 namespace torch::autograd {
 struct Node;
@@ -35,6 +41,7 @@ class Stage3Engine : public Engine {
   size_t num_units() const { return units_.size(); }
   const Stage3Unit& unit(size_t u) const { return *units_[u]; }
   bool persistent(size_t u) const { return persistent_[u]; }
+  const UnitTrace& trace() const { return trace_; }
 
  protected:
   void before_backward(bool boundary) override;
@@ -46,6 +53,9 @@ class Stage3Engine : public Engine {
 
  private:
   at::Tensor run_unit(size_t u, const std::function<at::Tensor()>& body);
+  void fetch(size_t u);  // gather u (waiting for a prefetch), record it, prefetch what follows
+  void prefetch(size_t current);
+  void start_gather(size_t u);
   void gather(size_t u);
   void release(size_t u);
   void before_unit_backward(size_t u);
@@ -55,6 +65,9 @@ class Stage3Engine : public Engine {
   ShardingPlan plan_;
   std::vector<std::unique_ptr<Stage3Unit>> units_;
   std::vector<bool> persistent_;
+  UnitTrace trace_;
+  std::vector<comm::Work> in_flight_;  // per unit: its gather, until waited for
+  int64_t live_elements_ = 0;  // padded elements gathered or in flight, persistent units aside
   std::vector<int64_t> slice_offsets_;  // of each unit's slice in the shard buffers
   at::Tensor shard_;       // this rank's slices of every unit, in the parameters' dtype
   at::Tensor master_;      // fp32 master of the shard (the same tensor as shard_ in fp32)

@@ -48,12 +48,12 @@ void Stage3Unit::partition(comm::Group& group, const at::Tensor& shard) {
   shard_ = shard;
 }
 
-void Stage3Unit::gather(comm::Group& group) {
+comm::Work Stage3Unit::gather_async(comm::Group& group) {
   DS_ASSERT(shard_.defined(), "ZeRO-3 unit ", name_, " gathered before partition()");
   if (!gathered_) allocate_storage(full_, size_t(padded_numel() * element_size()));
   gathered_ = true;
   // Through an alias: the parameters' version counters (checked by autograd's saved views) stay.
-  group.all_gather(storage_alias(full_), shard_);
+  return group.all_gather_async(storage_alias(full_), shard_);
 }
 
 void Stage3Unit::release() {

@@ -32,7 +32,9 @@ class Stage3Unit {
 
   // All-gathers the slices into the flat storage (allocating it first if it is released). On a
   // gathered unit it refreshes the parameters from the shards (after an update).
-  void gather(comm::Group& group);
+  void gather(comm::Group& group) { gather_async(group).wait(); }
+  // The same, started asynchronously: the parameters are valid once the handle is waited for.
+  comm::Work gather_async(comm::Group& group);
   // Frees the flat storage. The parameters keep their shapes but no memory.
   void release();
   bool gathered() const { return gathered_; }
