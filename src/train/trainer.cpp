@@ -226,7 +226,8 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   summary.mean_tokens_per_s = timed_steps > 0 ? tokens_per_s_sum / timed_steps : 0.0;
   summary.peak_rss_bytes = gather_over_ranks(group, monitor::peak_rss_bytes());
 
-  if (run.train.sample_tokens > 0 && rank0) {
+  // At stage 3 every rank runs the sampling forward: it gathers parameters collectively.
+  if (run.train.sample_tokens > 0 && (rank0 || ds.zero.stage == 3)) {
     data::ByteTokenizer tokenizer;
     auto prompt16 = tokenizer.encode(run.train.sample_prompt);
     std::vector<int64_t> prompt(prompt16.begin(), prompt16.end());
@@ -237,10 +238,11 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
 
   if (rank0) {
     const auto& ledger = engine->ledger();
-    nlohmann::json memory = nlohmann::json::object();
+    nlohmann::json memory = nlohmann::json::object(), peak = nlohmann::json::object();
     for (int c = 0; c < static_cast<int>(zero::MemoryCategory::kCount); ++c) {
       auto category = static_cast<zero::MemoryCategory>(c);
       memory[zero::to_string(category)] = ledger.bytes(category);
+      peak[zero::to_string(category)] = ledger.peak_bytes(category);
     }
     memory["model_states"] = ledger.model_state_bytes();
     nlohmann::json out = {{"steps", summary.steps},
@@ -250,6 +252,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                           {"num_parameters", engine->num_parameters()},
                           {"peak_rss_bytes", summary.peak_rss_bytes},
                           {"ledger_bytes_rank0", memory},
+                          {"ledger_peak_bytes_rank0", peak},
                           {"comm", nlohmann::json::object()},
                           {"config", nlohmann::json::parse(run.resolved_json)}};
     out["memory_report"] = memory_report_json(ledger, memory_estimate);

@@ -15,6 +15,7 @@
 #include "deepshard/util/strings.h"
 #include "zero/sharded_optimizer_engine.h"
 #include "zero/stage0_engine.h"
+#include "zero/stage3_engine.h"
 
 namespace deepshard::zero {
 
@@ -40,6 +41,8 @@ std::unique_ptr<Engine> Engine::initialize(std::shared_ptr<torch::nn::Module> mo
     case 2:
       return std::make_unique<ShardedOptimizerEngine>(std::move(model), config, group,
                                                       /*partition_grads=*/config.zero.stage == 2);
+    case 3:
+      return std::make_unique<Stage3Engine>(std::move(model), config, group);
     default:
       throw ConfigError("not supported yet: zero_optimization.stage=" +
                         std::to_string(config.zero.stage));

@@ -64,11 +64,14 @@ TEST_F(ConfigCheck, OverridesAndRunFiles) {
   const std::string path = dir_.file("run.json");
   write_file(path, R"({"train": {"micro_batch_size": 2, "lr": 1e-3},
                       "optimizer": {"type": "AdamW", "params": {"lr": "auto"}},
-                      "zero_optimization": {"stage": 3}})");
+                      "zero_optimization": {"stage": 3,
+                          "stage3_gather_16bit_weights_on_model_save": true}})");
   auto result = run_deepshard({"config", "check", path}, 60);
   EXPECT_EQ(result.exit_status, 1) << result.output;
   EXPECT_TRUE(contains(result.output, "parsed as a run file")) << result.output;
-  EXPECT_TRUE(contains(result.output, "not supported yet: zero_optimization.stage=3"));
+  EXPECT_TRUE(
+      contains(result.output,
+               "not supported yet: zero_optimization.stage3_gather_16bit_weights_on_model_save"));
 
   result = run_deepshard({"config", "check", path, "--set", "zero_optimization.stage=0"}, 60);
   EXPECT_EQ(result.exit_status, 0) << result.output;

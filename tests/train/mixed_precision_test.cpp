@@ -1,7 +1,7 @@
-// Mixed precision end to end (`deepshard launch`, 2 real ranks, ZeRO stages 0, 1 and 2):
-// fp16's dynamic loss scaling skips an overflowing step on every rank and halves the scale, bf16's
-// overflow check skips it too, and bf16 training tracks the fp32 single-rank losses, with stages 1
-// and 2 equal to stage 0.
+// Mixed precision end to end (`deepshard launch`, 2 real ranks, ZeRO stages 0, 1 and 2; fp16
+// also at stage 3): fp16's dynamic loss scaling skips an overflowing step on every rank and
+// halves the scale, bf16's overflow check skips it too, and bf16 training tracks the fp32
+// single-rank losses, with stages 1 and 2 equal to stage 0.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -183,7 +183,7 @@ TEST(MixedPrecisionBf16, TracksFp32AndStagesAgree) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, MixedPrecision, ::testing::Values(0, 1, 2),
+INSTANTIATE_TEST_SUITE_P(Stages, MixedPrecision, ::testing::Values(0, 1, 2, 3),
                          [](const auto& info) { return "Stage" + std::to_string(info.param); });
 
 }  // namespace

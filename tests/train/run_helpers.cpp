@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -66,6 +69,22 @@ RunLosses train_and_read_losses(const TempDir& dir, const std::string& data, int
     if (record.at("grad_norm").get<double>() > 0.5) out.clipped = true;
   }
   return out;
+}
+
+double expect_same_losses(const RunLosses& run, const RunLosses& reference,
+                          const std::string& what) {
+  EXPECT_EQ(run.losses.size(), reference.losses.size()) << what;
+  double max_rel = 0;
+  for (size_t i = 0; i < std::min(run.losses.size(), reference.losses.size()); ++i) {
+    const double rel =
+        std::abs(run.losses[i] - reference.losses[i]) / std::abs(reference.losses[i]);
+    max_rel = std::max(max_rel, rel);
+    EXPECT_LT(rel, 1e-4) << what << ", step " << i + 1 << ": " << run.losses[i] << " vs "
+                         << reference.losses[i];
+  }
+  std::printf("%s: max relative loss difference %.2e over %zu steps\n", what.c_str(), max_rel,
+              run.losses.size());
+  return max_rel;
 }
 
 }  // namespace deepshard::testing

@@ -33,4 +33,9 @@ RunLosses train_and_read_losses(const TempDir& dir, const std::string& data, int
                                 int64_t micro, int64_t gas, const std::string& name,
                                 const std::string& extra = "{}");
 
+// Expects every loss of `run` within 1e-4 relative of `reference`'s (same number of steps);
+// prints and returns the largest relative difference.
+double expect_same_losses(const RunLosses& run, const RunLosses& reference,
+                          const std::string& what);
+
 }  // namespace deepshard::testing

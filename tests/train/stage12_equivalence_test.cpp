@@ -37,22 +37,6 @@ std::string zero_section(int stage, bool overlap, const std::string& model = "")
   return extra.dump();
 }
 
-double expect_same_losses(const RunLosses& run, const RunLosses& reference,
-                          const std::string& what) {
-  EXPECT_EQ(run.losses.size(), reference.losses.size()) << what;
-  double max_rel = 0;
-  for (size_t i = 0; i < std::min(run.losses.size(), reference.losses.size()); ++i) {
-    const double rel =
-        std::abs(run.losses[i] - reference.losses[i]) / std::abs(reference.losses[i]);
-    max_rel = std::max(max_rel, rel);
-    EXPECT_LT(rel, 1e-4) << what << ", step " << i + 1 << ": " << run.losses[i] << " vs "
-                         << reference.losses[i];
-  }
-  std::printf("%s: max relative loss difference %.2e over %zu steps\n", what.c_str(), max_rel,
-              run.losses.size());
-  return max_rel;
-}
-
 class Stage12Equivalence : public ::testing::TestWithParam<int> {};
 
 TEST_P(Stage12Equivalence, ReproducesSingleRankLosses) {

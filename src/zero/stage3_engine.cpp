@@ -1,0 +1,245 @@
+// Implementation of the stage-3 engine (see stage3_engine.h).
+#include "zero/stage3_engine.h"
+
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "deepshard/util/error.h"
+#include "zero/pre_backward.h"
+
+namespace deepshard::zero {
+
+Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
+                           comm::Group& group)
+    : Engine(std::move(model), config, group), plan_(plan_sharding_units(*model_)), trace_([this] {
+        std::vector<std::string> names;
+        for (const auto& u : plan_.units) names.push_back(u.name);
+        return names;
+      }()) {
+  const int n = group_.size(), rank = group_.rank();
+  int64_t shard_numel = 0;
+  for (auto& spec : plan_.units) {
+    units_.push_back(std::make_unique<Stage3Unit>(spec.name, std::move(spec.params), n));
+    const Stage3Unit& u = *units_.back();
+    // The root stays gathered (nothing wraps it); small units too.
+    persistent_.push_back(units_.size() == 1 ||
+                          u.numel() <= config_.zero.param_persistence_threshold);
+    slice_offsets_.push_back(shard_numel);
+    shard_numel += u.slice_numel();
+    num_parameters_ += u.numel();
+  }
+  for (const auto& tied : plan_.tied) {
+    bool in_root = false;
+    for (const auto& e : units_[0]->params()) in_root = in_root || e.name == tied.param;
+    DS_CHECK(in_root, Error, "ZeRO-3: tied parameter ", tied.param, " (also used by ", tied.users,
+             ") is not in the root unit");
+  }
+
+  const auto dtype = units_[0]->params().front().param.scalar_type();
+  low_precision_params_ = dtype != at::kFloat;
+  const auto options = units_[0]->params().front().param.options().requires_grad(false);
+  shard_ = torch::zeros({shard_numel}, options);
+  ledger_.allocate(MemoryCategory::kParameters, shard_numel * shard_.element_size());
+  in_flight_.resize(units_.size());
+  for (size_t u = 0; u < units_.size(); ++u) {
+    // A unit starts gathered (it holds the model's parameters).
+    units_[u]->partition(group_, shard_.narrow(0, slice_offsets_[u], units_[u]->slice_numel()));
+    ledger_.allocate(MemoryCategory::kGatheredParams,
+                     units_[u]->padded_numel() * units_[u]->element_size());
+    if (persistent_[u]) continue;
+    live_elements_ += units_[u]->padded_numel();
+    release(u);
+  }
+  master_ = shard_;
+  if (low_precision_params_) {
+    master_ = shard_.to(at::kFloat);
+    ledger_.allocate(MemoryCategory::kMasterWeights, shard_numel * 4);
+  }
+  grad_shard_ = torch::zeros({shard_numel}, options.dtype(at::kFloat));
+  ledger_.allocate(MemoryCategory::kGradients, shard_numel * 4);
+  if (config_.gradient_accumulation_steps > 1) {
+    int64_t largest = 0;
+    for (const auto& u : units_) largest = std::max(largest, u->slice_numel());
+    receive_ = torch::zeros({largest}, grad_shard_.options());
+    ledger_.allocate(MemoryCategory::kCommBuffers, largest * 4);
+  }
+
+  std::vector<optim::ParamRange> ranges;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    for (auto r : units_[u]->slice_ranges(rank, config_.optimizer.weight_decay)) {
+      r.offset += slice_offsets_[u];
+      ranges.push_back(r);
+    }
+  }
+  adam_ = std::make_unique<optim::FlatAdam>(config_.optimizer, shard_numel, std::move(ranges));
+  ledger_.allocate(MemoryCategory::kOptimizerState, 2 * shard_numel * 4);
+
+  pending_.assign(units_.size(), 0);
+  reduced_.assign(units_.size(), false);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    pre_backward_.push_back([this, u] { before_unit_backward(u); });
+    for (const auto& e : units_[u]->params()) {
+      auto accumulator = torch::autograd::impl::grad_accumulator(e.param);
+      DS_ASSERT(accumulator != nullptr, "no grad accumulator for ", e.name);
+      accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [this, u](const torch::autograd::variable_list& outputs,
+                    const torch::autograd::variable_list&) {
+            on_grad_ready(u);
+            return outputs;
+          }));
+      accumulators_.push_back(std::move(accumulator));
+    }
+  }
+  plan_.install(
+      [this](size_t u, const std::function<at::Tensor()>& body) { return run_unit(u, body); });
+}
+
+Stage3Engine::~Stage3Engine() {
+  // The model's released units keep their shapes but no data from here on.
+  plan_.uninstall();
+}
+
+at::Tensor Stage3Engine::run_unit(size_t u, const std::function<at::Tensor()>& body) {
+  DS_ASSERT(u > 0 && u < units_.size(), "ZeRO-3: no unit ", u);
+  // Only training forwards are part of the trace (an evaluation has no backward to pair with).
+  if (torch::GradMode::is_enabled()) {
+    fetch(u);
+  } else {
+    gather(u);
+  }
+  at::Tensor out = body();
+  if (!persistent_[u]) release(u);
+  return run_before_backward(out, &pre_backward_[u]);
+}
+
+void Stage3Engine::fetch(size_t u) {
+  const bool following = trace_.on_fetch(u);
+  gather(u);
+  if (following) prefetch(u);
+}
+
+void Stage3Engine::prefetch(size_t current) {
+  int64_t bucket = config_.zero.prefetch_bucket_size;
+  int64_t beyond_current =
+      live_elements_ - (persistent_[current] ? 0 : units_[current]->padded_numel());
+  for (size_t v : trace_.upcoming()) {
+    if (persistent_[v] || units_[v]->gathered()) continue;
+    const int64_t n = units_[v]->padded_numel();
+    if (n > bucket || beyond_current + n > config_.zero.max_live_parameters) break;
+    start_gather(v);
+    bucket -= n;
+    beyond_current += n;
+  }
+}
+
+void Stage3Engine::start_gather(size_t u) {
+  DS_ASSERT(!units_[u]->gathered());
+  in_flight_[u] = units_[u]->gather_async(group_);
+  ledger_.allocate(MemoryCategory::kGatheredParams,
+                   units_[u]->padded_numel() * units_[u]->element_size());
+  if (!persistent_[u]) live_elements_ += units_[u]->padded_numel();
+}
+
+void Stage3Engine::gather(size_t u) {
+  if (!units_[u]->gathered()) start_gather(u);
+  in_flight_[u].wait();
+}
+
+void Stage3Engine::release(size_t u) {
+  if (!units_[u]->gathered()) return;
+  in_flight_[u].wait();
+  units_[u]->release();
+  ledger_.release(MemoryCategory::kGatheredParams,
+                  units_[u]->padded_numel() * units_[u]->element_size());
+  if (!persistent_[u]) live_elements_ -= units_[u]->padded_numel();
+}
+
+void Stage3Engine::before_backward(bool) {
+  first_micro_step_ = micro_steps() % config_.gradient_accumulation_steps == 0;
+  pending_.clear();
+  for (const auto& u : units_) pending_.push_back(u->params().size());
+  reduced_.assign(units_.size(), false);
+  in_backward_ = true;
+  // The root's outputs are not wrapped: its gradients start with the backward.
+  before_unit_backward(0);
+}
+
+void Stage3Engine::before_unit_backward(size_t u) {
+  if (!in_backward_ || units_[u]->grads_begun() || reduced_[u]) {
+    gather(u);  // a backward the engine does not drive: the unit then stays gathered
+    return;
+  }
+  fetch(u);
+  units_[u]->begin_grads();
+  ledger_.allocate(MemoryCategory::kGradients,
+                   units_[u]->padded_numel() * units_[u]->element_size());
+}
+
+void Stage3Engine::on_grad_ready(size_t u) {
+  if (!in_backward_) return;
+  DS_ASSERT(pending_[u] > 0, "ZeRO-3 unit ", units_[u]->name(), ": more gradients than parameters");
+  if (--pending_[u] == 0) reduce_unit(u);
+}
+
+void Stage3Engine::reduce_unit(size_t u) {
+  Stage3Unit& unit = *units_[u];
+  torch::NoGradGuard no_grad;
+  if (!unit.grads_begun()) before_unit_backward(u);  // no gradient arrived: reduce zeros
+  at::Tensor full = unit.take_grads();
+  ledger_.release(MemoryCategory::kGradients, unit.padded_numel() * unit.element_size());
+  if (full.scalar_type() != at::kFloat) full = full.to(at::kFloat);
+  // The window's first micro-step writes the shard; later ones add into it.
+  at::Tensor slice = grad_shard_.narrow(0, slice_offsets_[u], unit.slice_numel());
+  const at::Tensor out = first_micro_step_ ? slice : receive_.narrow(0, 0, unit.slice_numel());
+  group_.reduce_scatter(out, full, comm::ReduceOp::kAvg);
+  if (!first_micro_step_) slice.add_(out);
+  reduced_[u] = true;
+  if (!persistent_[u]) release(u);
+}
+
+void Stage3Engine::after_backward(bool) {
+  // Units whose gradients did not all arrive (unused parameters, or a failed backward), in unit
+  // order on every rank.
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (!reduced_[u]) reduce_unit(u);
+  }
+  in_backward_ = false;
+  // Nothing stays gathered into the step but persistent units (a prefetch the pass never used,
+  // after a departure from the trace).
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (!persistent_[u]) release(u);
+  }
+  trace_.end_pass(group_);
+}
+
+at::Tensor Stage3Engine::reduced_grads() { return grad_shard_; }
+
+double Stage3Engine::global_grad_norm(const at::Tensor& reduced) {
+  // Every element is owned by one rank (padding is zero): the root of the sum of the ranks'
+  // squared shard norms.
+  at::Tensor squares = at::linalg_vector_norm(reduced, 2, {}, false, at::kDouble).square();
+  squares = squares.reshape({1});
+  group_.all_reduce(squares, comm::ReduceOp::kSum);
+  return std::sqrt(squares.item<double>());
+}
+
+void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor) {
+  if (rates.beta1) adam_->set_beta1(*rates.beta1);
+  if (rates.beta2) adam_->set_beta2(*rates.beta2);
+  if (shard_.scalar_type() == at::kBFloat16) {
+    adam_->step(master_, grad_shard_, rates.lr, grad_factor, shard_);
+  } else {
+    adam_->step(master_, grad_shard_, rates.lr, grad_factor);
+    if (low_precision_params_) shard_.copy_(master_);
+  }
+  // The other units gather the new slices when they next run.
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (units_[u]->gathered()) units_[u]->gather(group_);  // persistent units
+  }
+}
+
+void Stage3Engine::zero_grads() { grad_shard_.zero_(); }
+
+}  // namespace deepshard::zero

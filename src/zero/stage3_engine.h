@@ -1,0 +1,87 @@
+// ZeRO stage 3 (design §5): parameters, gradients and optimizer state all partitioned. The model
+// is cut into units (sharding_plan.h); each unit's parameters live in one flat storage of N rank
+// slices (Stage3Unit) and this rank keeps only its slices: one shard buffer for all units (fp32:
+// it is also the master the optimizer updates). A unit is gathered before its forward and
+// released after it; the identity function on its output (pre_backward.h) re-gathers it before its
+// backward and gives its parameters a flat gradient buffer; when grad-accumulator hooks report
+// all of the unit's gradients, the buffer is reduce-scattered (average) into this rank's fp32
+// gradient shard (accumulating over micro-steps), dropped, and the unit released. The root unit
+// and units of at most stage3_param_persistence_threshold elements stay gathered.
+// Prefetch (DeepSpeed's parameter coordinator): the first forward + backward records the order
+// units are fetched in (UnitTrace, compared across ranks); later passes, at every fetch, start
+// asynchronous all-gathers of the next units in that order, at most stage3_prefetch_bucket_size
+// elements per fetch and never more than stage3_max_live_parameters gathered elements (persistent
+// units aside) beyond the unit fetched now. Evaluation forwards (no grad) fetch on demand. The step
+// is Engine::apply_update: global norm from the gradient shards, Adam on the owned shard, then the
+// persistent units are re-gathered (the others gather afresh when they next run).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "deepshard/optim/adam.h"
+#include "deepshard/zero/engine.h"
+#include "zero/sharding_plan.h"
+#include "zero/stage3_unit.h"
+#include "zero/unit_trace.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace deepshard::zero {
+
+class Stage3Engine : public Engine {
+ public:
+  Stage3Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
+               comm::Group& group);
+  ~Stage3Engine() override;
+
+  size_t num_units() const { return units_.size(); }
+  const Stage3Unit& unit(size_t u) const { return *units_[u]; }
+  bool persistent(size_t u) const { return persistent_[u]; }
+  const UnitTrace& trace() const { return trace_; }
+
+ protected:
+  void before_backward(bool boundary) override;
+  void after_backward(bool boundary) override;
+  at::Tensor reduced_grads() override;
+  double global_grad_norm(const at::Tensor& reduced) override;
+  void update_parameters(const UpdateRates& rates, float grad_factor) override;
+  void zero_grads() override;
+
+ private:
+  at::Tensor run_unit(size_t u, const std::function<at::Tensor()>& body);
+  void fetch(size_t u);  // gather u (waiting for a prefetch), record it, prefetch what follows
+  void prefetch(size_t current);
+  void start_gather(size_t u);
+  void gather(size_t u);
+  void release(size_t u);
+  void before_unit_backward(size_t u);
+  void on_grad_ready(size_t u);
+  void reduce_unit(size_t u);  // reduce-scatter the unit's gradients, free them, release it
+
+  ShardingPlan plan_;
+  std::vector<std::unique_ptr<Stage3Unit>> units_;
+  std::vector<bool> persistent_;
+  UnitTrace trace_;
+  std::vector<comm::Work> in_flight_;  // per unit: its gather, until waited for
+  int64_t live_elements_ = 0;  // padded elements gathered or in flight, persistent units aside
+  std::vector<int64_t> slice_offsets_;  // of each unit's slice in the shard buffers
+  at::Tensor shard_;       // this rank's slices of every unit, in the parameters' dtype
+  at::Tensor master_;      // fp32 master of the shard (the same tensor as shard_ in fp32)
+  at::Tensor grad_shard_;  // fp32 reduced gradients of the shard, summed over micro-steps
+  at::Tensor receive_;     // accumulation > 1: a reduce-scatter's output, added into grad_shard_
+  std::unique_ptr<optim::FlatAdam> adam_;
+  std::vector<std::function<void()>> pre_backward_;  // per unit, referenced by autograd nodes
+  // Per backward: the unit's gradients still to arrive, and whether it was reduced.
+  std::vector<size_t> pending_;
+  std::vector<bool> reduced_;
+  bool in_backward_ = false;
+  bool first_micro_step_ = true;
+  // Strong references: autograd holds grad accumulators weakly, and the hooks live on them.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+};
+
+}  // namespace deepshard::zero
