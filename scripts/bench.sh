@@ -2,8 +2,9 @@
 # End-to-end training benchmark (not a test): tokens/s and peak RSS per rank of `deepshard train`
 # on the Brown corpus, each case repeated and reported as the median run. Prints a markdown table
 # for docs/benchmarks.md. Usage: scripts/bench.sh [--repeat R] [--steps S] [--case NAME]...
-# Cases: small-n1 small-n2 peer-n2 (default) and small-n2-z1/-z2, peer-n2-z1/-z2 (ZeRO stages 1, 2);
-# any case name + "-bf16" runs it in bf16 (e.g. small-n2-z2-bf16).
+# Cases: small-n1 small-n2 peer-n2 (default), gpt2-n2 (the gpt2 preset, block 128, 2 sequences
+# per rank); any case + "-zS" runs ZeRO stage S (e.g. small-n2-z3), + "-bf16" runs it in bf16
+# (e.g. small-n2-z2-bf16, gpt2-n2-z3-bf16).
 # peer-* use the model of ../shared/peers, for side-by-side comparison with PyTorch DDP / ZeRO-1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,13 +30,11 @@ peer="model.n_layer=4 model.n_head=4 model.n_embd=256 model.block_size=128"
 case_args() {
   case "$1" in
     *-bf16) echo "$(case_args "${1%-bf16}") bf16.enabled=true" ;;
+    *-z[0-3]) echo "$(case_args "${1%-z?}") zero_optimization.stage=${1##*-z}" ;;
     small-n1) echo "1 16" ;;
     small-n2) echo "2 8" ;;
     peer-n2) echo "2 8 $peer" ;;
-    peer-n2-z1) echo "2 8 $peer zero_optimization.stage=1" ;;
-    peer-n2-z2) echo "2 8 $peer zero_optimization.stage=2" ;;
-    small-n2-z1) echo "2 8 zero_optimization.stage=1" ;;
-    small-n2-z2) echo "2 8 zero_optimization.stage=2" ;;
+    gpt2-n2) echo "2 2 model.preset=gpt2 model.block_size=128" ;;
     *) echo "unknown case $1" >&2; exit 2 ;;
   esac
 }
@@ -43,8 +42,8 @@ case_args() {
 json_number() { sed -n "s/^ *\"$2\": \\([-0-9.e+]*\\),\\?$/\\1/p" "$1" | head -1; }
 json_array() { tr -d '\n ' < "$1" | sed -n "s/.*\"$2\":\\[\\([0-9,]*\\)\\].*/\\1/p"; }
 
-echo "| case | ranks | micro/rank | tokens/s (median of $repeat) | runs | peak RSS/rank MiB | params |"
-echo "|---|---|---|---|---|---|---|"
+echo "| case | ranks | micro/rank | tokens/s (median of $repeat) | runs | comm wait share | peak RSS/rank MiB | params |"
+echo "|---|---|---|---|---|---|---|---|"
 for c in "${cases[@]}"; do
   read -r ranks micro extra <<<"$(case_args "$c")"
   sets=(--set "train.steps=$steps" --set train.sample_tokens=0 --set train.eval_interval=0
@@ -59,12 +58,14 @@ for c in "${cases[@]}"; do
     tps=$(json_number "$run_dir/summary.json" mean_tokens_per_s)
     rss=$(json_array "$run_dir/summary.json" peak_rss_bytes)
     params=$(json_number "$run_dir/summary.json" num_parameters)
-    results+=("$tps $rss $params")
+    wait=$(json_number "$run_dir/summary.json" comm_wait_share)
+    results+=("$tps $rss $params $wait")
   done
   sorted=$(printf '%s\n' "${results[@]}" | sort -n)
   median=$(echo "$sorted" | sed -n "$(( (repeat + 1) / 2 ))p")
-  read -r tps rss params <<<"$median"
+  read -r tps rss params wait <<<"$median"
   runs=$(echo "$sorted" | awk '{printf "%s%.0f", (NR>1?", ":""), $1}')
   rss_mib=$(echo "$rss" | tr ',' '\n' | awk '{printf "%s%.0f", (NR>1?"/":""), $1/1048576}')
-  printf '| %s | %s | %s | %.0f | %s | %s | %s |\n' "$c" "$ranks" "$micro" "$tps" "$runs" "$rss_mib" "$params"
+  printf '| %s | %s | %s | %.0f | %s | %.0f %% | %s | %s |\n' "$c" "$ranks" "$micro" "$tps" "$runs" \
+    "$(awk -v w="$wait" 'BEGIN{print 100*w}')" "$rss_mib" "$params"
 done

@@ -3,12 +3,13 @@
 
 namespace deepshard::comm {
 
-void CommLog::record(const std::string& op, int64_t bytes, double seconds) {
+void CommLog::record(const std::string& op, int64_t bytes, double seconds, double wait_seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   CommStats& s = stats_[op];
   s.calls += 1;
   s.bytes += bytes;
   s.seconds += seconds;
+  s.wait_seconds += wait_seconds;
 }
 
 std::map<std::string, CommStats> CommLog::snapshot() const {
@@ -23,6 +24,7 @@ CommStats CommLog::total() const {
     sum.calls += s.calls;
     sum.bytes += s.bytes;
     sum.seconds += s.seconds;
+    sum.wait_seconds += s.wait_seconds;
   }
   return sum;
 }

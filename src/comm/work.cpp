@@ -1,7 +1,8 @@
 // Work and Work::Impl: waiting on a collective, running its local post-processing, turning
 // transport errors (timeouts, dead peers) into CommError, and recording it in the comm log. The
 // logged time runs from the start to the end of the transfer (taken on the transport's thread, so
-// a late wait() does not inflate it) plus the post-processing.
+// a late wait() does not inflate it) plus the post-processing; the wait time is how long the
+// caller of wait() was blocked, transfer and post-processing included.
 #include <c10/util/Exception.h>
 
 #include "comm/work_impl.h"
@@ -71,6 +72,7 @@ Work::Impl::Impl(OpInfo info, CommLog& log, Clock::time_point start,
 void Work::Impl::wait() {
   if (waited_) return;
   waited_ = true;  // a failed collective is not waited on again
+  const auto wait_start = Clock::now();
   if (work_) {
     try {
       work_->wait();
@@ -85,8 +87,10 @@ void Work::Impl::wait() {
   auto finish_start = Clock::now();
   if (finish_) finish_();
   finish_ = nullptr;  // releases what it held (scratch buffers)
-  std::chrono::duration<double> seconds = (transfer_end - start_) + (Clock::now() - finish_start);
-  log_.record(info_.op, info_.bytes, seconds.count());
+  const auto end = Clock::now();
+  std::chrono::duration<double> seconds = (transfer_end - start_) + (end - finish_start);
+  std::chrono::duration<double> waited = end - wait_start;
+  log_.record(info_.op, info_.bytes, seconds.count(), waited.count());
 }
 
 Work::Work() = default;

@@ -166,6 +166,8 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   double tokens_per_s_sum = 0.0;
   int64_t timed_steps = 0;
   int64_t bytes_before = group.log().total().bytes;
+  double wait_before = group.log().total().wait_seconds;
+  double timed_wait = 0.0, timed_time = 0.0;  // comm wait and wall time of the timed steps
   const int64_t log_interval = std::max<int64_t>(1, run.train.log_interval);
 
   for (int64_t step = 0; step < run.train.steps; ++step) {
@@ -184,9 +186,12 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
     const double step_time = seconds_since(t0);
     const double loss = mean_over_ranks(group, loss_sum / ds.gradient_accumulation_steps);
     const double tokens_per_s = tokens_per_step / step_time;
+    const double comm_wait = group.log().total().wait_seconds - wait_before;
     if (step > 0) {
       tokens_per_s_sum += tokens_per_s;
       ++timed_steps;
+      timed_wait += comm_wait;
+      timed_time += step_time;
     }
     DS_CHECK(std::isfinite(loss), Error, "step ", step + 1, ": the training loss is ", loss);
     summary.final_loss = loss;
@@ -201,9 +206,11 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                              {"skipped", result.skipped},
                              {"tokens_per_s", tokens_per_s},
                              {"step_time_s", step_time},
+                             {"comm_wait_s", comm_wait},
                              {"comm_bytes", bytes_now - bytes_before},
                              {"rss_bytes", monitor::current_rss_bytes()}};
     bytes_before = bytes_now;
+    wait_before = group.log().total().wait_seconds;
 
     const bool last = step + 1 == run.train.steps;
     const bool eval_now =
@@ -224,6 +231,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   }
 
   summary.mean_tokens_per_s = timed_steps > 0 ? tokens_per_s_sum / timed_steps : 0.0;
+  summary.comm_wait_share = timed_time > 0 ? timed_wait / timed_time : 0.0;
   summary.peak_rss_bytes = gather_over_ranks(group, monitor::peak_rss_bytes());
 
   // At stage 3 every rank runs the sampling forward: it gathers parameters collectively.
@@ -248,6 +256,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
     nlohmann::json out = {{"steps", summary.steps},
                           {"final_loss", summary.final_loss},
                           {"mean_tokens_per_s", summary.mean_tokens_per_s},
+                          {"comm_wait_share", summary.comm_wait_share},
                           {"world_size", group.size()},
                           {"num_parameters", engine->num_parameters()},
                           {"peak_rss_bytes", summary.peak_rss_bytes},
@@ -261,8 +270,10 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
     if (summary.final_val_loss >= 0) out["final_val_loss"] = summary.final_val_loss;
     if (!summary.sample.empty()) out["sample"] = summary.sample;
     for (const auto& [op, stats] : group.log().snapshot()) {
-      out["comm"][op] = {
-          {"calls", stats.calls}, {"bytes", stats.bytes}, {"seconds", stats.seconds}};
+      out["comm"][op] = {{"calls", stats.calls},
+                         {"bytes", stats.bytes},
+                         {"seconds", stats.seconds},
+                         {"wait_seconds", stats.wait_seconds}};
     }
     monitor::write_json_file(run.train.run_dir + "/summary.json", out);
   }

@@ -211,6 +211,8 @@ DS_WORKER_SCENARIO(comm_log) {
     DS_WORKER_EXPECT(stats[op].calls == calls, op << " calls " << stats[op].calls);
     DS_WORKER_EXPECT(stats[op].bytes == bytes, op << " bytes " << stats[op].bytes);
     DS_WORKER_EXPECT(stats[op].seconds > 0, op << " seconds " << stats[op].seconds);
+    // Blocking forms wait for the whole collective.
+    DS_WORKER_EXPECT(stats[op].wait_seconds > 0, op << " wait seconds " << stats[op].wait_seconds);
   };
   expect("all_reduce", 3, 2 * 100 * 4 + 64 * 2);
   expect("all_gather", 1, 10 * 8);

@@ -18,6 +18,7 @@ struct TrainSummary {
   double final_loss = 0.0;              // mean training loss of the last step (all ranks)
   double final_val_loss = -1.0;         // -1: no validation set
   double mean_tokens_per_s = 0.0;       // over steps after the first (warm-up) step
+  double comm_wait_share = 0.0;         // rank 0: share of those steps' time blocked on collectives
   std::vector<int64_t> peak_rss_bytes;  // per rank
   std::string sample;                   // text sampled at the end (rank 0), "" if none
 };
