@@ -22,6 +22,7 @@
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/estimator.h"
 #include "train/memory_report.h"
+#include "train/save_weights.h"
 
 namespace deepshard::train {
 namespace {
@@ -140,10 +141,12 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   if (ds.fp16.enabled && device.is_cpu() && rank0)
     log::warn("fp16 on CPU: no fp16 kernels in libtorch 1.13; the model computes in fp32 with ",
               "fp16's dynamic loss scaling");
+  if (run.train.save_weights) check_weights_savable(ds);  // before the training, not after it
   auto engine = zero::Engine::initialize(model.ptr(), ds, group);
-  const auto estimate_in =
-      zero::estimate_input(ds, engine->num_parameters(), group.size(),
-                           dtype_of(model->parameters().front().scalar_type()));
+  auto estimate_in = zero::estimate_input(ds, engine->num_parameters(), group.size(),
+                                          dtype_of(model->parameters().front().scalar_type()));
+  estimate_in.persistent_params = engine->persistent_parameters();
+  estimate_in.largest_unit_params = engine->largest_unit_parameters();
   const auto memory_estimate = zero::estimate_model_states(estimate_in);
   if (run.train.memory_report && rank0) {
     std::printf("%s", format_memory_report(engine->ledger(), memory_estimate).c_str());
@@ -225,6 +228,10 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
 
   summary.mean_tokens_per_s = timed_steps > 0 ? tokens_per_s_sum / timed_steps : 0.0;
   summary.peak_rss_bytes = gather_over_ranks(group, monitor::peak_rss_bytes());
+
+  if (run.train.save_weights) {
+    save_model_weights(*engine, model, run.train.run_dir + "/model.safetensors");
+  }
 
   // At stage 3 every rank runs the sampling forward: it gathers parameters collectively.
   if (run.train.sample_tokens > 0 && (rank0 || ds.zero.stage == 3)) {

@@ -42,10 +42,15 @@ ShardingPlan gpt_plan(models::GptImpl& gpt) {
   }
   plan.tied.push_back({"wte.weight", "the output head (logits = ln_f(x) wte^T)"});
   models::GptImpl* model = &gpt;
-  plan.install = [model](ShardingPlan::UnitRunner run) {
-    model->set_block_runner([run](int64_t index, models::Block& block, const at::Tensor& x) {
-      return run(size_t(index) + 1, [&] { return block->forward(x); });
-    });
+  plan.install = [model](ShardingPlan::UnitRunner run, bool reverse_for_test) {
+    model->set_block_runner(
+        [run, model, reverse_for_test](int64_t index, models::Block& block, const at::Tensor& x) {
+          if (reverse_for_test) {
+            const int64_t other = int64_t(model->blocks.size()) - 1 - index;
+            return run(size_t(other) + 1, [&] { return model->blocks[other]->forward(x); });
+          }
+          return run(size_t(index) + 1, [&] { return block->forward(x); });
+        });
   };
   plan.uninstall = [model] { model->set_block_runner(nullptr); };
   return plan;

@@ -6,6 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +59,13 @@ class Engine {
   const config::DsConfig& config() const { return config_; }
   comm::Group& group() { return group_; }
   const MemoryLedger& ledger() const { return ledger_; }
+  // Runs `fn` with every parameter of the model holding its full value (a collective at stage 3:
+  // every unit is gathered for `fn` and released after it; the other stages just run `fn`).
+  virtual void with_full_parameters(const std::function<void()>& fn) { fn(); }
+  // Stage 3, for the estimator: the elements that stay gathered (root and persistent units) and
+  // the largest unit's; 0 at the other stages.
+  virtual int64_t persistent_parameters() const { return 0; }
+  virtual int64_t largest_unit_parameters() const { return 0; }
 
  protected:
   Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
