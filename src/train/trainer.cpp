@@ -21,6 +21,7 @@
 #include "deepshard/util/log.h"
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/estimator.h"
+#include "deepshard/zero/partitioned_build.h"
 #include "train/memory_report.h"
 #include "train/save_weights.h"
 
@@ -114,7 +115,16 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
 
   torch::manual_seed(run.train.seed + static_cast<uint64_t>(group.rank()));  // dropout streams
   auto gpt_cfg = gpt_config(run.model);
-  models::Gpt model(gpt_cfg, run.train.seed);
+  // Stage 3 builds the model under zero.Init (each block partitioned as soon as it exists), unless
+  // Hugging Face weights are loaded into the full model afterwards. The blocks take the training
+  // dtype as they are built (bf16; fp16 on CPU computes in fp32).
+  std::unique_ptr<zero::PartitionedBuild> zero_init;
+  if (ds.zero.stage == 3 && run.model.init_from.empty()) {
+    zero_init = std::make_unique<zero::PartitionedBuild>(
+        group, ds.bf16.enabled ? at::kBFloat16 : at::kFloat);
+  }
+  models::Gpt model(gpt_cfg, run.train.seed,
+                    zero_init ? zero_init->block_hook() : models::GptImpl::BlockBuilt());
   // Fine-tuning: Hugging Face GPT-2 weights replace the fresh init (every rank reads the file; the
   // engine then broadcasts rank 0's parameters anyway).
   if (!run.model.init_from.empty()) checkpoint::load_gpt2_safetensors(model, run.model.init_from);
@@ -142,7 +152,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
     log::warn("fp16 on CPU: no fp16 kernels in libtorch 1.13; the model computes in fp32 with ",
               "fp16's dynamic loss scaling");
   if (run.train.save_weights) check_weights_savable(ds);  // before the training, not after it
-  auto engine = zero::Engine::initialize(model.ptr(), ds, group);
+  auto engine = zero::Engine::initialize(model.ptr(), ds, group, zero_init.get());
   auto estimate_in = zero::estimate_input(ds, engine->num_parameters(), group.size(),
                                           dtype_of(model->parameters().front().scalar_type()));
   estimate_in.persistent_params = engine->persistent_parameters();

@@ -37,6 +37,10 @@ struct ShardingPlan {
   std::function<void()> uninstall;  // back to plain calls
 };
 
+// The trainable parameters of `module` as the entries of unit `unit` ("<unit>.<name>", decay for
+// dim >= 2; offsets unset).
+std::vector<FlatParamEntry> unit_entries(const std::string& unit, torch::nn::Module& module);
+
 // The plan for `model`; throws ConfigError for a model without declared units.
 ShardingPlan plan_sharding_units(torch::nn::Module& model);
 

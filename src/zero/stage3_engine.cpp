@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "deepshard/util/error.h"
+#include "deepshard/zero/partitioned_build.h"
 #include "zero/pre_backward.h"
 #include "zero/storage_resize.h"
 
@@ -25,7 +26,7 @@ bool reverse_units_for_test(int rank) {
 }  // namespace
 
 Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
-                           comm::Group& group)
+                           comm::Group& group, PartitionedBuild* build)
     : Engine(std::move(model), config, group), plan_(plan_sharding_units(*model_)), trace_([this] {
         std::vector<std::string> names;
         for (const auto& u : plan_.units) names.push_back(u.name);
@@ -36,8 +37,21 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
   const int n = group_.size(), rank = group_.rank();
   int64_t shard_numel = 0;
   int64_t persistent_numel = 0;  // of the units made persistent by the thresholds
-  for (auto& spec : plan_.units) {
-    units_.push_back(std::make_unique<Stage3Unit>(spec.name, std::move(spec.params), n));
+  std::vector<bool> prebuilt;    // partitioned while the model was built (zero.Init)
+  for (size_t i = 0; i < plan_.units.size(); ++i) {
+    auto& spec = plan_.units[i];
+    std::unique_ptr<Stage3Unit> unit = build != nullptr ? build->take_unit(i) : nullptr;
+    prebuilt.push_back(unit != nullptr);
+    if (unit != nullptr) {
+      int64_t numel = 0;
+      for (const auto& e : spec.params) numel += e.param.numel();
+      DS_CHECK(unit->name() == spec.name && unit->numel() == numel, Error, "ZeRO-3: unit ",
+               spec.name, " of the model does not match the unit built under zero.Init (",
+               unit->name(), ")");
+    } else {
+      unit = std::make_unique<Stage3Unit>(spec.name, std::move(spec.params), n);
+    }
+    units_.push_back(std::move(unit));
     const Stage3Unit& u = *units_.back();
     // The root stays gathered (nothing wraps it); small units too, in unit order while their total
     // stays within stage3_model_persistence_threshold (DeepSpeed's rule; the root is not counted).
@@ -63,8 +77,16 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
   ledger_.allocate(MemoryCategory::kParameters, shard_numel * shard_.element_size());
   in_flight_.resize(units_.size());
   for (size_t u = 0; u < units_.size(); ++u) {
+    const at::Tensor slice = shard_.narrow(0, slice_offsets_[u], units_[u]->slice_numel());
+    if (prebuilt[u]) {  // released, its slice in a buffer of its own
+      DS_CHECK(units_[u]->element_size() == shard_.element_size(), Error, "ZeRO-3: unit ",
+               units_[u]->name(), " was built in another dtype than the root");
+      units_[u]->move_shard(slice);
+      if (persistent_[u]) gather(u);
+      continue;
+    }
     // A unit starts gathered (it holds the model's parameters).
-    units_[u]->partition(group_, shard_.narrow(0, slice_offsets_[u], units_[u]->slice_numel()));
+    units_[u]->partition(group_, slice);
     ledger_.allocate(MemoryCategory::kGatheredParams,
                      units_[u]->padded_numel() * units_[u]->element_size());
     if (persistent_[u]) continue;

@@ -38,8 +38,9 @@ namespace deepshard::zero {
 
 class Stage3Engine : public Engine {
  public:
+  // `build`: the model's blocks were partitioned as it was built (zero.Init); they are adopted.
   Stage3Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
-               comm::Group& group);
+               comm::Group& group, PartitionedBuild* build = nullptr);
   ~Stage3Engine() override;
 
   size_t num_units() const { return units_.size(); }

@@ -26,6 +26,8 @@ class LrSchedule;
 
 namespace deepshard::zero {
 
+class PartitionedBuild;
+
 struct StepResult {
   bool boundary = false;  // this step() call ended an accumulation window
   bool applied = false;  // the optimizer updated the parameters (false: not a boundary, or skipped)
@@ -38,9 +40,11 @@ struct StepResult {
 class Engine {
  public:
   // Builds the engine for config.zero.stage. Parameters are made identical on every rank
-  // (broadcast from rank 0). Throws ConfigError for features not supported yet.
+  // (broadcast from rank 0). Throws ConfigError for features not supported yet. `build`: the
+  // model was built under zero.Init (partitioned_build.h; stage 3 only), its units are adopted.
   static std::unique_ptr<Engine> initialize(std::shared_ptr<torch::nn::Module> model,
-                                            const config::DsConfig& config, comm::Group& group);
+                                            const config::DsConfig& config, comm::Group& group,
+                                            PartitionedBuild* build = nullptr);
   virtual ~Engine();
 
   // Backward of `loss` (the mean loss of this rank's micro-batch), scaled by
