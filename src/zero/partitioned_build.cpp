@@ -7,11 +7,15 @@
 
 #include "zero/sharding_plan.h"
 #include "zero/stage3_unit.h"
+#include "zero/storage_resize.h"
 
 namespace deepshard::zero {
 
 PartitionedBuild::PartitionedBuild(comm::Group& group, at::ScalarType dtype)
-    : group_(group), dtype_(dtype) {}
+    : group_(group), dtype_(dtype) {
+  // The blocks' own storage, replaced as each block is partitioned, must go back to the OS.
+  return_large_frees_to_os();
+}
 
 PartitionedBuild::~PartitionedBuild() = default;
 
