@@ -25,7 +25,9 @@ const char* kUsage =
     "weights) to host memory or NVMe; --offload-param moves stage-3 parameter shards too.\n"
     "Gradients default to fp32 (deepshard accumulates them in fp32). The comm-buffer column is\n"
     "stage 2's gradient staging (and receive) buffers, sized by --reduce-bucket-size (elements,\n"
-    "default 5e8), --overlap-comm (two instead of one) and --accumulation (receive buffers).\n";
+    "default 5e8), --overlap-comm (two instead of one) and --accumulation (receive buffers).\n"
+    "moved/step: bytes one rank's collectives move per optimizer step (design §4; stage 3 with\n"
+    "every unit gathered for its forward and its backward: about 3x the parameter bytes).\n";
 
 config::DType parse_dtype(const std::string& s, const char* option) {
   if (s == "fp32") return config::DType::kFp32;
@@ -88,15 +90,16 @@ int run_estimate_command(const Args& args) {
       static_cast<long long>(in.num_params), static_cast<long long>(in.world_size),
       config::to_string(in.dtype), config::to_string(in.grad_dtype),
       config::to_string(in.offload_optimizer), config::to_string(in.offload_param));
-  std::printf("%-7s %12s %12s %12s %12s %12s %12s %12s\n", "stage", "params", "grads", "master",
-              "optimizer", "on device", "offloaded", "comm buf");
+  std::printf("%-7s %12s %12s %12s %12s %12s %12s %12s %12s\n", "stage", "params", "grads",
+              "master", "optimizer", "on device", "offloaded", "comm buf", "moved/step");
   for (int stage = 0; stage <= 3; ++stage) {
     in.stage = stage;
     auto e = zero::estimate_model_states(in);
-    std::printf("%s%-5d %12s %12s %12s %12s %12s %12s %12s\n", stage == marked ? "* " : "  ", stage,
-                human(e.params).c_str(), human(e.grads).c_str(), human(e.master).c_str(),
+    const int64_t moved = zero::estimate_comm_per_step(in).moved(in.world_size);
+    std::printf("%s%-5d %12s %12s %12s %12s %12s %12s %12s %12s\n", stage == marked ? "* " : "  ",
+                stage, human(e.params).c_str(), human(e.grads).c_str(), human(e.master).c_str(),
                 human(e.optimizer).c_str(), human(e.on_device()).c_str(),
-                human(e.offloaded).c_str(), human(e.comm_buffers).c_str());
+                human(e.offloaded).c_str(), human(e.comm_buffers).c_str(), human(moved).c_str());
   }
   return 0;
 }

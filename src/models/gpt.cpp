@@ -13,24 +13,31 @@
 
 namespace deepshard::models {
 
-GptImpl::GptImpl(const GptConfig& config, uint64_t seed) : config_(config) {
+GptImpl::GptImpl(const GptConfig& config, uint64_t seed, const BlockBuilt& on_block_built)
+    : config_(config) {
   DS_CHECK(
       config.n_layer > 0 && config.n_embd > 0 && config.block_size > 0 && config.vocab_size > 0,
       Error, "GPT config: n_layer, n_embd, block_size and vocab_size must be positive (got ",
       config.n_layer, ", ", config.n_embd, ", ", config.block_size, ", ", config.vocab_size, ")");
   DS_CHECK(config.dropout >= 0.0 && config.dropout < 1.0, Error, "GPT config: dropout ",
            config.dropout, " is outside [0, 1)");
-  // Registration order is Hugging Face's: wte, wpe, h.0 ... h.{n-1}, ln_f.
+  // Registration order is Hugging Face's: wte, wpe, h.0 ... h.{n-1}, ln_f; each part is
+  // initialised as it is built, in that order (the draws of init_gpt2_weights on the whole model).
+  Gpt2Init init(config.n_layer, seed);
   wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
+  init.init(*wte, "wte");
   wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));
+  init.init(*wpe, "wpe");
   h = register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.n_layer; ++i) {
     blocks.emplace_back(config);
     h->push_back(blocks.back());
+    init.init(*blocks.back(), "h." + std::to_string(i));
+    if (on_block_built) on_block_built(i, *blocks.back());
   }
   ln_f = register_module(
       "ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd}).eps(1e-5)));
-  init_gpt2_weights(*this, config.n_layer, seed);
+  init.init(*ln_f, "ln_f");
 }
 
 at::Tensor GptImpl::forward(const at::Tensor& idx) {

@@ -43,23 +43,28 @@ ParamInit law_for(const torch::nn::Module& owner, const std::string& module_name
 
 }  // namespace
 
-void init_gpt2_weights(torch::nn::Module& model, int64_t n_layer, uint64_t seed) {
-  // The model itself is "" (named_modules cannot include it while it is being constructed).
-  std::map<std::string, const torch::nn::Module*> modules = {{"", &model}};
-  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+Gpt2Init::Gpt2Init(int64_t n_layer, uint64_t seed)
+    : n_layer_(n_layer), gen_(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
+
+void Gpt2Init::init(torch::nn::Module& module, const std::string& prefix) {
+  // The module itself is "" (named_modules cannot include it while it is being constructed).
+  std::map<std::string, const torch::nn::Module*> modules = {{"", &module}};
+  for (const auto& item : module.named_modules("", /*include_self=*/false)) {
     modules.emplace(item.key(), item.value().get());
   }
-
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   torch::NoGradGuard no_grad;
-  for (const auto& item : model.named_parameters()) {
+  for (const auto& item : module.named_parameters()) {
     const std::string& name = item.key();
     const size_t dot = name.rfind('.');
     const std::string module_name = dot == std::string::npos ? "" : name.substr(0, dot);
     const std::string leaf = dot == std::string::npos ? name : name.substr(dot + 1);
     const auto owner = modules.find(module_name);
     DS_ASSERT(owner != modules.end(), "no module owns parameter ", name);
-    const ParamInit init = law_for(*owner->second, module_name, leaf, n_layer, name);
+    const std::string full_name = prefix.empty() ? name : prefix + "." + name;
+    const std::string full_module = prefix.empty()        ? module_name
+                                    : module_name.empty() ? prefix
+                                                          : prefix + "." + module_name;
+    const ParamInit init = law_for(*owner->second, full_module, leaf, n_layer_, full_name);
     at::Tensor param = item.value();
     switch (init.law) {
       case Law::kZeros:
@@ -72,12 +77,16 @@ void init_gpt2_weights(torch::nn::Module& model, int64_t n_layer, uint64_t seed)
         // Drawn on the host in fp32 from the seeded CPU generator, so the values do not depend on
         // the parameter's device or dtype.
         at::Tensor values = at::empty(param.sizes(), at::TensorOptions().dtype(at::kFloat));
-        values.normal_(0.0, init.std, gen);
+        values.normal_(0.0, init.std, gen_);
         param.copy_(values);
         break;
       }
     }
   }
+}
+
+void init_gpt2_weights(torch::nn::Module& model, int64_t n_layer, uint64_t seed) {
+  Gpt2Init(n_layer, seed).init(model, "");
 }
 
 }  // namespace deepshard::models

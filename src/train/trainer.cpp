@@ -21,7 +21,9 @@
 #include "deepshard/util/log.h"
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/estimator.h"
+#include "deepshard/zero/partitioned_build.h"
 #include "train/memory_report.h"
+#include "train/save_weights.h"
 
 namespace deepshard::train {
 namespace {
@@ -113,7 +115,16 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
 
   torch::manual_seed(run.train.seed + static_cast<uint64_t>(group.rank()));  // dropout streams
   auto gpt_cfg = gpt_config(run.model);
-  models::Gpt model(gpt_cfg, run.train.seed);
+  // Stage 3 builds the model under zero.Init (each block partitioned as soon as it exists), unless
+  // Hugging Face weights are loaded into the full model afterwards. The blocks take the training
+  // dtype as they are built (bf16; fp16 on CPU computes in fp32).
+  std::unique_ptr<zero::PartitionedBuild> zero_init;
+  if (ds.zero.stage == 3 && run.model.init_from.empty()) {
+    zero_init = std::make_unique<zero::PartitionedBuild>(
+        group, ds.bf16.enabled ? at::kBFloat16 : at::kFloat);
+  }
+  models::Gpt model(gpt_cfg, run.train.seed,
+                    zero_init ? zero_init->block_hook() : models::GptImpl::BlockBuilt());
   // Fine-tuning: Hugging Face GPT-2 weights replace the fresh init (every rank reads the file; the
   // engine then broadcasts rank 0's parameters anyway).
   if (!run.model.init_from.empty()) checkpoint::load_gpt2_safetensors(model, run.model.init_from);
@@ -140,10 +151,12 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   if (ds.fp16.enabled && device.is_cpu() && rank0)
     log::warn("fp16 on CPU: no fp16 kernels in libtorch 1.13; the model computes in fp32 with ",
               "fp16's dynamic loss scaling");
-  auto engine = zero::Engine::initialize(model.ptr(), ds, group);
-  const auto estimate_in =
-      zero::estimate_input(ds, engine->num_parameters(), group.size(),
-                           dtype_of(model->parameters().front().scalar_type()));
+  if (run.train.save_weights) check_weights_savable(ds);  // before the training, not after it
+  auto engine = zero::Engine::initialize(model.ptr(), ds, group, zero_init.get());
+  auto estimate_in = zero::estimate_input(ds, engine->num_parameters(), group.size(),
+                                          dtype_of(model->parameters().front().scalar_type()));
+  estimate_in.persistent_params = engine->persistent_parameters();
+  estimate_in.largest_unit_params = engine->largest_unit_parameters();
   const auto memory_estimate = zero::estimate_model_states(estimate_in);
   if (run.train.memory_report && rank0) {
     std::printf("%s", format_memory_report(engine->ledger(), memory_estimate).c_str());
@@ -233,6 +246,10 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   summary.mean_tokens_per_s = timed_steps > 0 ? tokens_per_s_sum / timed_steps : 0.0;
   summary.comm_wait_share = timed_time > 0 ? timed_wait / timed_time : 0.0;
   summary.peak_rss_bytes = gather_over_ranks(group, monitor::peak_rss_bytes());
+
+  if (run.train.save_weights) {
+    save_model_weights(*engine, model, run.train.run_dir + "/model.safetensors");
+  }
 
   // At stage 3 every rank runs the sampling forward: it gathers parameters collectively.
   if (run.train.sample_tokens > 0 && (rank0 || ds.zero.stage == 3)) {

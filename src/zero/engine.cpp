@@ -20,7 +20,8 @@
 namespace deepshard::zero {
 
 std::unique_ptr<Engine> Engine::initialize(std::shared_ptr<torch::nn::Module> model,
-                                           const config::DsConfig& config, comm::Group& group) {
+                                           const config::DsConfig& config, comm::Group& group,
+                                           PartitionedBuild* build) {
   DS_CHECK(model != nullptr, Error, "Engine::initialize: no model");
   auto unsupported = config::unsupported_features(config);
   if (!unsupported.empty()) {
@@ -34,6 +35,10 @@ std::unique_ptr<Engine> Engine::initialize(std::shared_ptr<torch::nn::Module> mo
       ConfigError, "train_batch_size: ", config.train_batch_size,
       " != ", config.train_micro_batch_size_per_gpu, " * ", config.gradient_accumulation_steps,
       " * ", group.size(), " (micro batch * accumulation steps * world size)");
+  DS_CHECK(build == nullptr || config.zero.stage == 3, ConfigError,
+           "a model built under zero.Init (partitioned blocks) needs zero_optimization.stage 3, "
+           "not ",
+           config.zero.stage);
   switch (config.zero.stage) {
     case 0:
       return std::make_unique<Stage0Engine>(std::move(model), config, group);
@@ -42,7 +47,7 @@ std::unique_ptr<Engine> Engine::initialize(std::shared_ptr<torch::nn::Module> mo
       return std::make_unique<ShardedOptimizerEngine>(std::move(model), config, group,
                                                       /*partition_grads=*/config.zero.stage == 2);
     case 3:
-      return std::make_unique<Stage3Engine>(std::move(model), config, group);
+      return std::make_unique<Stage3Engine>(std::move(model), config, group, build);
     default:
       throw ConfigError("not supported yet: zero_optimization.stage=" +
                         std::to_string(config.zero.stage));

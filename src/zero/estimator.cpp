@@ -7,7 +7,10 @@
 //  - Adam state 8Ψ (stages >= 1: 8S);
 //  - stage 2 stages gradients through K = (overlap_comm ? 2 : 1) buffers of the largest bucket,
 //    g·min(reduce_bucket_size, Ψ) each, and with accumulation > 1 (reduce_scatter) receives into
-//    K buffers of that bucket's slice.
+//    K buffers of that bucket's slice;
+//  - stage 3 with accumulation > 1 receives each unit's reduced slice into a buffer of the largest
+//    unit's slice, g·ceil(U/N). The gathered parameters (root, persistent units and the units
+//    running or prefetched) are not model states: the ledger counts them apart.
 #include "deepshard/zero/estimator.h"
 
 #include <algorithm>
@@ -87,6 +90,9 @@ ModelStateEstimate estimate_model_states(const EstimateInput& in) {
       e.comm_buffers += buffers * g * ((bucket + in.world_size - 1) / in.world_size);
     }
   }
+  if (in.stage == 3 && in.gradient_accumulation_steps > 1) {
+    e.comm_buffers = g * ((in.largest_unit_params + in.world_size - 1) / in.world_size);
+  }
   if (in.offload_optimizer != config::OffloadDevice::kNone) e.offloaded += e.master + e.optimizer;
   if (in.offload_param != config::OffloadDevice::kNone && in.stage >= 3) e.offloaded += e.params;
   return e;
@@ -105,6 +111,16 @@ CommEstimate estimate_comm_per_step(const EstimateInput& in) {
     const int64_t reductions = in.stage == 2 ? in.gradient_accumulation_steps : 1;
     (in.reduce_scatter ? c.reduce_scatter : c.all_reduce) = reductions * g * padded;
     c.all_gather = dtype_bytes(in.dtype) * shard_of(in);
+  } else {
+    // Every micro-step (also on one rank: the engine's collectives are logged) reduce-scatters all
+    // gradients (input: the padded full gradient) and gathers the units that are not persistent
+    // twice (input: this rank's slice); the persistent ones are gathered once, after the update.
+    const int64_t gas = in.gradient_accumulation_steps;
+    const int64_t persistent = std::min(in.persistent_params, in.num_params);
+    const int64_t released = in.num_params - persistent;
+    c.reduce_scatter = gas * g * padded;
+    c.all_gather =
+        dtype_bytes(in.dtype) * (2 * gas * ((released + n - 1) / n) + (persistent + n - 1) / n);
   }
   return c;
 }

@@ -25,11 +25,8 @@ ShardingPlan gpt_plan(models::GptImpl& gpt) {
   std::unordered_set<const void*> in_blocks;
   for (size_t i = 0; i < gpt.blocks.size(); ++i) {
     ShardingPlan::Unit unit{"h." + std::to_string(i), {}};
-    for (const auto& item : gpt.blocks[i]->named_parameters(/*recurse=*/true)) {
-      if (!item.value().requires_grad()) continue;
-      unit.params.push_back(entry(unit.name + "." + item.key(), item.value()));
-      in_blocks.insert(item.value().unsafeGetTensorImpl());
-    }
+    unit.params = unit_entries(unit.name, *gpt.blocks[i]);
+    for (const auto& e : unit.params) in_blocks.insert(e.param.unsafeGetTensorImpl());
     plan.units.push_back(std::move(unit));
   }
   std::unordered_set<const void*> seen;
@@ -42,16 +39,29 @@ ShardingPlan gpt_plan(models::GptImpl& gpt) {
   }
   plan.tied.push_back({"wte.weight", "the output head (logits = ln_f(x) wte^T)"});
   models::GptImpl* model = &gpt;
-  plan.install = [model](ShardingPlan::UnitRunner run) {
-    model->set_block_runner([run](int64_t index, models::Block& block, const at::Tensor& x) {
-      return run(size_t(index) + 1, [&] { return block->forward(x); });
-    });
+  plan.install = [model](ShardingPlan::UnitRunner run, bool reverse_for_test) {
+    model->set_block_runner(
+        [run, model, reverse_for_test](int64_t index, models::Block& block, const at::Tensor& x) {
+          if (reverse_for_test) {
+            const int64_t other = int64_t(model->blocks.size()) - 1 - index;
+            return run(size_t(other) + 1, [&] { return model->blocks[other]->forward(x); });
+          }
+          return run(size_t(index) + 1, [&] { return block->forward(x); });
+        });
   };
   plan.uninstall = [model] { model->set_block_runner(nullptr); };
   return plan;
 }
 
 }  // namespace
+
+std::vector<FlatParamEntry> unit_entries(const std::string& unit, torch::nn::Module& module) {
+  std::vector<FlatParamEntry> out;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    if (item.value().requires_grad()) out.push_back(entry(unit + "." + item.key(), item.value()));
+  }
+  return out;
+}
 
 ShardingPlan plan_sharding_units(torch::nn::Module& model) {
   if (auto* gpt = dynamic_cast<models::GptImpl*>(&model)) return gpt_plan(*gpt);

@@ -31,9 +31,15 @@ struct ShardingPlan {
   // Runs `body` (unit `unit`'s forward, unit >= 1) and returns its output; the engine's wrapper.
   using UnitRunner =
       std::function<at::Tensor(size_t unit, const std::function<at::Tensor()>& body)>;
-  std::function<void(UnitRunner)> install;  // makes the model call the runner around every unit
-  std::function<void()> uninstall;          // back to plain calls
+  // Makes the model call the runner around every unit. `reverse_for_test`: run the units in the
+  // reverse order (a test hook for the cross-rank divergence check; the numbers are then wrong).
+  std::function<void(UnitRunner, bool reverse_for_test)> install;
+  std::function<void()> uninstall;  // back to plain calls
 };
+
+// The trainable parameters of `module` as the entries of unit `unit` ("<unit>.<name>", decay for
+// dim >= 2; offsets unset).
+std::vector<FlatParamEntry> unit_entries(const std::string& unit, torch::nn::Module& module);
 
 // The plan for `model`; throws ConfigError for a model without declared units.
 ShardingPlan plan_sharding_units(torch::nn::Module& model);

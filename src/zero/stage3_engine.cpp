@@ -4,28 +4,61 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "deepshard/util/error.h"
+#include "deepshard/zero/partitioned_build.h"
 #include "zero/pre_backward.h"
+#include "zero/storage_resize.h"
 
 namespace deepshard::zero {
+namespace {
+
+// Test hook: DEEPSHARD_TEST_REVERSE_BLOCKS_RANK=R makes rank R run the model's units in the reverse
+// order (another branch than the other ranks: the trace comparison must name it).
+bool reverse_units_for_test(int rank) {
+  static const char* who = std::getenv("DEEPSHARD_TEST_REVERSE_BLOCKS_RANK");
+  return who != nullptr && std::atoi(who) == rank;
+}
+
+}  // namespace
 
 Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
-                           comm::Group& group)
+                           comm::Group& group, PartitionedBuild* build)
     : Engine(std::move(model), config, group), plan_(plan_sharding_units(*model_)), trace_([this] {
         std::vector<std::string> names;
         for (const auto& u : plan_.units) names.push_back(u.name);
         return names;
       }()) {
+  // Freed gathered units must lower the RSS (storage_resize.h).
+  return_large_frees_to_os();
   const int n = group_.size(), rank = group_.rank();
   int64_t shard_numel = 0;
-  for (auto& spec : plan_.units) {
-    units_.push_back(std::make_unique<Stage3Unit>(spec.name, std::move(spec.params), n));
+  int64_t persistent_numel = 0;  // of the units made persistent by the thresholds
+  std::vector<bool> prebuilt;    // partitioned while the model was built (zero.Init)
+  for (size_t i = 0; i < plan_.units.size(); ++i) {
+    auto& spec = plan_.units[i];
+    std::unique_ptr<Stage3Unit> unit = build != nullptr ? build->take_unit(i) : nullptr;
+    prebuilt.push_back(unit != nullptr);
+    if (unit != nullptr) {
+      int64_t numel = 0;
+      for (const auto& e : spec.params) numel += e.param.numel();
+      DS_CHECK(unit->name() == spec.name && unit->numel() == numel, Error, "ZeRO-3: unit ",
+               spec.name, " of the model does not match the unit built under zero.Init (",
+               unit->name(), ")");
+    } else {
+      unit = std::make_unique<Stage3Unit>(spec.name, std::move(spec.params), n);
+    }
+    units_.push_back(std::move(unit));
     const Stage3Unit& u = *units_.back();
-    // The root stays gathered (nothing wraps it); small units too.
-    persistent_.push_back(units_.size() == 1 ||
-                          u.numel() <= config_.zero.param_persistence_threshold);
+    // The root stays gathered (nothing wraps it); small units too, in unit order while their total
+    // stays within stage3_model_persistence_threshold (DeepSpeed's rule; the root is not counted).
+    const bool small = units_.size() > 1 && u.numel() <= config_.zero.param_persistence_threshold &&
+                       persistent_numel + u.numel() <= config_.zero.model_persistence_threshold;
+    if (small) persistent_numel += u.numel();
+    persistent_.push_back(units_.size() == 1 || small);
     slice_offsets_.push_back(shard_numel);
     shard_numel += u.slice_numel();
     num_parameters_ += u.numel();
@@ -44,8 +77,16 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
   ledger_.allocate(MemoryCategory::kParameters, shard_numel * shard_.element_size());
   in_flight_.resize(units_.size());
   for (size_t u = 0; u < units_.size(); ++u) {
+    const at::Tensor slice = shard_.narrow(0, slice_offsets_[u], units_[u]->slice_numel());
+    if (prebuilt[u]) {  // released, its slice in a buffer of its own
+      DS_CHECK(units_[u]->element_size() == shard_.element_size(), Error, "ZeRO-3: unit ",
+               units_[u]->name(), " was built in another dtype than the root");
+      units_[u]->move_shard(slice);
+      if (persistent_[u]) gather(u);
+      continue;
+    }
     // A unit starts gathered (it holds the model's parameters).
-    units_[u]->partition(group_, shard_.narrow(0, slice_offsets_[u], units_[u]->slice_numel()));
+    units_[u]->partition(group_, slice);
     ledger_.allocate(MemoryCategory::kGatheredParams,
                      units_[u]->padded_numel() * units_[u]->element_size());
     if (persistent_[u]) continue;
@@ -93,7 +134,8 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
     }
   }
   plan_.install(
-      [this](size_t u, const std::function<at::Tensor()>& body) { return run_unit(u, body); });
+      [this](size_t u, const std::function<at::Tensor()>& body) { return run_unit(u, body); },
+      reverse_units_for_test(group_.rank()));
 }
 
 Stage3Engine::~Stage3Engine() {
@@ -101,17 +143,71 @@ Stage3Engine::~Stage3Engine() {
   plan_.uninstall();
 }
 
+void Stage3Engine::with_full_parameters(const std::function<void()>& fn) {
+  DS_CHECK(!in_backward_, Error, "ZeRO-3: with_full_parameters() inside a backward");
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (!units_[u]->gathered()) start_gather(u);
+  }
+  for (size_t u = 0; u < units_.size(); ++u) in_flight_[u].wait();
+  holding_all_ = true;  // a forward inside fn neither gathers nor releases
+  try {
+    fn();
+  } catch (...) {
+    holding_all_ = false;
+    throw;
+  }
+  holding_all_ = false;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (!persistent_[u]) release(u);
+  }
+}
+
+int64_t Stage3Engine::persistent_parameters() const {
+  int64_t n = 0;
+  for (size_t u = 0; u < units_.size(); ++u) n += persistent_[u] ? units_[u]->numel() : 0;
+  return n;
+}
+
+int64_t Stage3Engine::largest_unit_parameters() const {
+  int64_t n = 0;
+  for (const auto& u : units_) n = std::max(n, u->numel());
+  return n;
+}
+
 at::Tensor Stage3Engine::run_unit(size_t u, const std::function<at::Tensor()>& body) {
   DS_ASSERT(u > 0 && u < units_.size(), "ZeRO-3: no unit ", u);
+  if (holding_all_) return body();
   // Only training forwards are part of the trace (an evaluation has no backward to pair with).
-  if (torch::GradMode::is_enabled()) {
-    fetch(u);
-  } else {
+  if (!torch::GradMode::is_enabled()) {
     gather(u);
+    at::Tensor out = body();
+    if (!persistent_[u]) release(u);
+    return out;
   }
+  fetch(u);
   at::Tensor out = body();
-  if (!persistent_[u]) release(u);
+  release_unless_reused(u);
   return run_before_backward(out, &pre_backward_[u]);
+}
+
+bool Stage3Engine::reused_soon(size_t u) const {
+  // DeepSpeed's walk: the units after the current position, until their elements reach the
+  // distance; u among them is used again soon.
+  int64_t walked = 0;
+  for (size_t v : trace_.upcoming()) {
+    if (walked >= config_.zero.max_reuse_distance) break;
+    if (v == u) return true;
+    walked += units_[v]->numel();
+  }
+  return false;
+}
+
+void Stage3Engine::release_unless_reused(size_t u) {
+  if (persistent_[u]) return;
+  // A unit kept for its reuse counts toward stage3_max_live_parameters like a prefetched one, and
+  // is kept only while the gathered elements stay within it.
+  if (reused_soon(u) && live_elements_ <= config_.zero.max_live_parameters) return;
+  release(u);
 }
 
 void Stage3Engine::fetch(size_t u) {
@@ -196,7 +292,7 @@ void Stage3Engine::reduce_unit(size_t u) {
   group_.reduce_scatter(out, full, comm::ReduceOp::kAvg);
   if (!first_micro_step_) slice.add_(out);
   reduced_[u] = true;
-  if (!persistent_[u]) release(u);
+  release_unless_reused(u);
 }
 
 void Stage3Engine::after_backward(bool) {

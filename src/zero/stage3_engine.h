@@ -6,7 +6,11 @@
 // backward and gives its parameters a flat gradient buffer; when grad-accumulator hooks report
 // all of the unit's gradients, the buffer is reduce-scattered (average) into this rank's fp32
 // gradient shard (accumulating over micro-steps), dropped, and the unit released. The root unit
-// and units of at most stage3_param_persistence_threshold elements stay gathered.
+// and units of at most stage3_param_persistence_threshold elements stay gathered (in unit order, as
+// long as their total stays within stage3_model_persistence_threshold). Once the trace is known, a
+// unit used again within stage3_max_reuse_distance elements of it (a block's forward right before
+// its backward) is not released in between, if the gathered elements stay within
+// stage3_max_live_parameters.
 // Prefetch (DeepSpeed's parameter coordinator): the first forward + backward records the order
 // units are fetched in (UnitTrace, compared across ranks); later passes, at every fetch, start
 // asynchronous all-gathers of the next units in that order, at most stage3_prefetch_bucket_size
@@ -34,14 +38,18 @@ namespace deepshard::zero {
 
 class Stage3Engine : public Engine {
  public:
+  // `build`: the model's blocks were partitioned as it was built (zero.Init); they are adopted.
   Stage3Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
-               comm::Group& group);
+               comm::Group& group, PartitionedBuild* build = nullptr);
   ~Stage3Engine() override;
 
   size_t num_units() const { return units_.size(); }
   const Stage3Unit& unit(size_t u) const { return *units_[u]; }
   bool persistent(size_t u) const { return persistent_[u]; }
   const UnitTrace& trace() const { return trace_; }
+  void with_full_parameters(const std::function<void()>& fn) override;
+  int64_t persistent_parameters() const override;
+  int64_t largest_unit_parameters() const override;
 
  protected:
   void before_backward(bool boundary) override;
@@ -58,6 +66,10 @@ class Stage3Engine : public Engine {
   void start_gather(size_t u);
   void gather(size_t u);
   void release(size_t u);
+  // After u's forward or backward: release it unless persistent or used again within
+  // stage3_max_reuse_distance elements of the trace (and within stage3_max_live_parameters).
+  void release_unless_reused(size_t u);
+  bool reused_soon(size_t u) const;
   void before_unit_backward(size_t u);
   void on_grad_ready(size_t u);
   void reduce_unit(size_t u);  // reduce-scatter the unit's gradients, free them, release it
@@ -79,6 +91,7 @@ class Stage3Engine : public Engine {
   std::vector<size_t> pending_;
   std::vector<bool> reduced_;
   bool in_backward_ = false;
+  bool holding_all_ = false;  // inside with_full_parameters()
   bool first_micro_step_ = true;
   // Strong references: autograd holds grad accumulators weakly, and the hooks live on them.
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;

@@ -48,6 +48,13 @@ void Stage3Unit::partition(comm::Group& group, const at::Tensor& shard) {
   shard_ = shard;
 }
 
+void Stage3Unit::move_shard(const at::Tensor& shard) {
+  DS_ASSERT(shard_.defined() && shard.numel() == slice_numel() && shard.dtype() == full_.dtype());
+  torch::NoGradGuard no_grad;
+  shard.copy_(shard_);
+  shard_ = shard;
+}
+
 comm::Work Stage3Unit::gather_async(comm::Group& group) {
   DS_ASSERT(shard_.defined(), "ZeRO-3 unit ", name_, " gathered before partition()");
   if (!gathered_) allocate_storage(full_, size_t(padded_numel() * element_size()));

@@ -30,6 +30,10 @@ class Stage3Unit {
   // (slice_numel() elements, the unit's dtype) and keeps it as the source of every gather.
   void partition(comm::Group& group, const at::Tensor& shard);
 
+  // Moves this rank's slice into `shard` (a view of the engine's shard buffer; same size and
+  // dtype) and gathers from there from now on (a unit partitioned before the engine existed).
+  void move_shard(const at::Tensor& shard);
+
   // All-gathers the slices into the flat storage (allocating it first if it is released). On a
   // gathered unit it refreshes the parameters from the shards (after an update).
   void gather(comm::Group& group) { gather_async(group).wait(); }

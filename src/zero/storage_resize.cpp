@@ -7,6 +7,10 @@
 
 #include "deepshard/util/error.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace deepshard::zero {
 
 void free_storage(const at::Tensor& tensor) {
@@ -31,6 +35,16 @@ bool storage_allocated(const at::Tensor& tensor) { return tensor.storage().nbyte
 at::Tensor storage_alias(const at::Tensor& tensor) {
   return at::empty({0}, tensor.options().requires_grad(false))
       .set_(tensor.storage(), tensor.storage_offset(), tensor.sizes(), tensor.strides());
+}
+
+void return_large_frees_to_os() {
+#if defined(__GLIBC__)
+  static const bool done = [] {
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    return true;
+  }();
+  (void)done;
+#endif
 }
 
 }  // namespace deepshard::zero

@@ -21,4 +21,10 @@ bool storage_allocated(const at::Tensor& tensor);
 // and its views.
 at::Tensor storage_alias(const at::Tensor& tensor);
 
+// Process-wide, once (glibc): allocations of 1 MiB and more are mmapped, so a freed storage goes
+// back to the OS at once. By default glibc raises its mmap threshold (up to 32 MiB) whenever an
+// mmapped block is freed, after which gathered units come from the heap and freeing them does not
+// lower the process's RSS. A fixed threshold turns that adjustment off. No-op elsewhere.
+void return_large_frees_to_os();
+
 }  // namespace deepshard::zero

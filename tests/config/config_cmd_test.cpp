@@ -65,15 +65,16 @@ TEST_F(ConfigCheck, OverridesAndRunFiles) {
   write_file(path, R"({"train": {"micro_batch_size": 2, "lr": 1e-3},
                       "optimizer": {"type": "AdamW", "params": {"lr": "auto"}},
                       "zero_optimization": {"stage": 3,
-                          "stage3_gather_16bit_weights_on_model_save": true}})");
+                          "offload_optimizer": {"device": "cpu"}}})");
   auto result = run_deepshard({"config", "check", path}, 60);
   EXPECT_EQ(result.exit_status, 1) << result.output;
   EXPECT_TRUE(contains(result.output, "parsed as a run file")) << result.output;
   EXPECT_TRUE(
-      contains(result.output,
-               "not supported yet: zero_optimization.stage3_gather_16bit_weights_on_model_save"));
+      contains(result.output, "not supported yet: zero_optimization.offload_optimizer.device=cpu"));
 
-  result = run_deepshard({"config", "check", path, "--set", "zero_optimization.stage=0"}, 60);
+  result = run_deepshard({"config", "check", path, "--set", "zero_optimization.stage=0", "--set",
+                          "zero_optimization.offload_optimizer.device=none"},
+                         60);
   EXPECT_EQ(result.exit_status, 0) << result.output;
   EXPECT_TRUE(contains(result.output, "\"n_embd\": 128")) << result.output;  // tiny preset
 

@@ -1,9 +1,11 @@
 // The memory ledger against the estimator, end to end: `deepshard train --memory-report` with real
-// ranks (N = 1, 2, 4) at ZeRO stages 0, 1 and 2, fp32 (and bf16 at N = 2). The ledger's
+// ranks (N = 1, 2, 4) at ZeRO stages 0-3, fp32 (and bf16 at N = 2). The ledger's
 // model-state bytes per rank (rank 0's summary.json) match `deepshard estimate`'s prediction for
 // the same run within 2 % plus the configured bucket size (the estimator pads shards once, the
 // layout per bucket); the communication buffers within the bucket size; and the comm log's bytes
-// per step match design §4 within 5 % (plus the trainer's few scalars).
+// per step match design §4 within 5 % (plus the trainer's few scalars). At stage 3 (blocks released
+// after every use) the model states at N = 4 are at most 0.3x stage 0's and about 3x the
+// parameter bytes move per micro-step.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,6 +33,10 @@ Run train(const TempDir& dir, const std::string& data, int ranks, int stage,
   nlohmann::json extra = {
       {"zero_optimization",
        {{"stage", stage}, {"reduce_bucket_size", kBucket}, {"overlap_comm", stage == 2}}}};
+  if (stage == 3) {  // the blocks released after every use: design §4's traffic
+    extra["zero_optimization"]["stage3_param_persistence_threshold"] = 0;
+    extra["zero_optimization"]["stage3_max_reuse_distance"] = 0;
+  }
   if (precision == "bf16") extra["bf16"] = {{"enabled", true}};
   const std::string config = dir.file(name + ".json");
   write_file(config, tiny_run_config(data, dir.file("run_" + name), kGlobalBatch / (ranks * kGas),
@@ -63,8 +69,12 @@ void check_run(const Run& run, int ranks, int stage, const std::string& precisio
   const int64_t comm_ledger = report.at("comm_buffers").at("ledger");
   const int64_t comm_estimate = report.at("comm_buffers").at("estimate");
   EXPECT_LE(std::abs(comm_ledger - comm_estimate), 2 * 4 * kBucket) << what << ", comm buffers";
-  if (stage == 2) {
+  if (stage >= 2) {
     EXPECT_GT(comm_ledger, 0) << what;
+  }
+  const int64_t psi = run.summary.at("num_parameters");
+  if (stage == 3 && ranks == 4) {  // stage 0 keeps 4 + 4 + 8 bytes per parameter (fp32)
+    EXPECT_LE(static_cast<double>(ledger), 0.3 * 16 * psi) << what;
   }
   // --memory-report printed the table.
   EXPECT_NE(run.output.find("model_states"), std::string::npos) << run.output;
@@ -81,6 +91,13 @@ void check_run(const Run& run, int ranks, int stage, const std::string& precisio
     moved += per_step * (std::string(op) == "all_reduce"   ? 2
                          : std::string(op) == "all_gather" ? ranks
                                                            : 1);
+  }
+  if (stage == 3 && ranks > 1 && precision == "fp32") {
+    // About 3x the parameter bytes per micro-step (the root stays gathered: a little less).
+    const double ratio = moved / (kGas * elem * psi);
+    EXPECT_GT(ratio, 2.5) << what;
+    EXPECT_LT(ratio, 3.1) << what;
+    std::printf("%s: moved per micro-step %.2fx the parameter bytes\n", what.c_str(), ratio);
   }
   std::printf(
       "%s: model states ledger %lld vs estimate %lld bytes (%+.3f%%); comm buffers %lld vs %lld;"
@@ -105,7 +122,7 @@ TEST_P(MemoryReport, LedgerMatchesEstimatorAndCommLogMatchesDesign) {
   check_run(train(dir, data, 2, stage, "bf16"), 2, stage, "bf16");
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, MemoryReport, ::testing::Values(0, 1, 2),
+INSTANTIATE_TEST_SUITE_P(Stages, MemoryReport, ::testing::Values(0, 1, 2, 3),
                          [](const auto& info) { return "Stage" + std::to_string(info.param); });
 
 }  // namespace

@@ -1,13 +1,15 @@
 // ZeRO stage 3 reproduces single-process training: `deepshard train` with N = 2, 3 and 4 real
 // ranks (fp32, same seed, same global batch 72) gives the losses of the single-rank stage-0 run for
 // 20 steps within 1e-4 relative, with gradient accumulation 1 and 2 and clipping on, prefetch off
-// and on, the blocks released after use (persistence threshold 0) or kept (a large threshold), a
-// small stage3_max_live_parameters, and a parameter count not divisible by N. The summaries show
+// and on, the blocks released after use (persistence threshold 0) or kept (a large threshold, or
+// capped by stage3_model_persistence_threshold), reuse distances 0, root + 1 and 1e9, a small
+// stage3_max_live_parameters, and a parameter count not divisible by N. The summaries show
 // the partitioned model states and the bound on gathered parameters.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -25,8 +27,10 @@ nlohmann::json read_summary(const TempDir& dir, const std::string& name) {
 
 struct Stage3Knobs {
   int64_t persistence = 0;
+  int64_t model_persistence = INT64_MAX;
   int64_t prefetch_bucket = 0;  // 0: no prefetch
   int64_t max_live = 1'000'000'000;
+  int64_t reuse = 0;  // stage3_max_reuse_distance (DeepSpeed's default is 1e9)
 };
 
 // The config sections (merged over the tiny run config) of a stage-3 run.
@@ -36,7 +40,10 @@ std::string stage3_section(const Stage3Knobs& knobs, const std::string& model = 
                            {{"stage", 3},
                             {"stage3_param_persistence_threshold", knobs.persistence},
                             {"stage3_prefetch_bucket_size", knobs.prefetch_bucket},
-                            {"stage3_max_live_parameters", knobs.max_live}}}};
+                            {"stage3_max_live_parameters", knobs.max_live},
+                            {"stage3_max_reuse_distance", knobs.reuse}}}};
+  if (knobs.model_persistence != INT64_MAX)
+    extra["zero_optimization"]["stage3_model_persistence_threshold"] = knobs.model_persistence;
   if (!model.empty()) extra["model"] = nlohmann::json::parse(model);
   if (sample_tokens > 0) extra["train"] = {{"sample_tokens", sample_tokens}};
   return extra.dump();
@@ -46,6 +53,18 @@ int64_t ledger(const nlohmann::json& summary, const std::string& category) {
   return summary.at("ledger_bytes_rank0").at(category).get<int64_t>();
 }
 
+// The tiny GPT's units: two blocks of 49984 elements and the root (embeddings, ln_f).
+constexpr int64_t kTinyBlock = 12 * 64 * 64 + 13 * 64;
+
+int64_t padded(int64_t numel, int ranks) { return (numel + ranks - 1) / ranks * ranks; }
+
+// One run per (N, accumulation), each with other knobs (the trace is h.0 h.1 root h.1 h.0):
+//   N=2: blocks released after use (no prefetch, reuse distance 0) / prefetch on and DeepSpeed's
+//        reuse distance 1e9 (every block kept from its forward to its backward);
+//   N=3: persistence threshold large but stage3_model_persistence_threshold one block (h.0
+//        persistent, h.1 released) / prefetch on, reuse distance just above the root (h.1 kept
+//        across the root, h.0 released);
+//   N=4: released after use, no prefetch / prefetch on, every block persistent.
 TEST(Stage3Equivalence, ReproducesSingleRankLosses) {
   TempDir dir;
   const std::string data = make_token_file(dir);
@@ -55,17 +74,43 @@ TEST(Stage3Equivalence, ReproducesSingleRankLosses) {
   EXPECT_TRUE(reference.clipped) << "gradient clipping never took effect";
   const auto ref_summary = read_summary(dir, "ref");
   const int64_t params = ref_summary.at("num_parameters");
+  const int64_t root = params - 2 * kTinyBlock;
   for (int ranks : {2, 3, 4}) {
     for (int gas : {1, 2}) {
-      const int64_t prefetch = gas == 2 ? 50'000'000 : 0;  // DeepSpeed's default, or off
+      Stage3Knobs knobs;
+      std::string what;
+      int64_t persistent_blocks = 0, peak_blocks = 1;    // gathered besides the root
+      if (gas == 2) knobs.prefetch_bucket = 50'000'000;  // DeepSpeed's default
+      if (ranks == 2 && gas == 1) {
+        what = "released after use";
+      } else if (ranks == 2) {
+        knobs.reuse = 1'000'000'000;
+        what = "prefetch, reuse distance 1e9";
+        peak_blocks = 2;
+      } else if (ranks == 3 && gas == 1) {
+        knobs.persistence = 1'000'000;
+        knobs.model_persistence = kTinyBlock + 10'000;
+        what = "model persistence threshold: one persistent block";
+        persistent_blocks = 1;
+        peak_blocks = 2;
+      } else if (ranks == 3) {
+        knobs.reuse = root + 1;
+        what = "prefetch, reuse distance root + 1";
+        peak_blocks = 2;  // prefetch: h.1 while h.0 runs
+      } else if (gas == 1) {
+        what = "released after use";
+      } else {
+        knobs.persistence = 1'000'000;
+        what = "prefetch, persistent blocks";
+        persistent_blocks = peak_blocks = 2;
+      }
       const std::string name = "s3_n" + std::to_string(ranks) + "_gas" + std::to_string(gas);
       const bool sample = ranks == 2 && gas == 1;
-      auto run =
-          train_and_read_losses(dir, data, ranks, kGlobalBatch / (ranks * gas), gas, name,
-                                stage3_section({.prefetch_bucket = prefetch}, "", sample ? 16 : 0));
+      auto run = train_and_read_losses(dir, data, ranks, kGlobalBatch / (ranks * gas), gas, name,
+                                       stage3_section(knobs, "", sample ? 16 : 0));
       expect_same_losses(run, reference,
                          "stage 3, " + std::to_string(ranks) + " ranks, accumulation " +
-                             std::to_string(gas) + ", prefetch " + (prefetch ? "on" : "off"));
+                             std::to_string(gas) + ", " + what);
       // Model states per rank: parameters, gradients and Adam state are 1/N of stage 0's (plus
       // padding: < N elements per unit, 3 units here).
       const auto summary = read_summary(dir, name);
@@ -76,6 +121,15 @@ TEST(Stage3Equivalence, ReproducesSingleRankLosses) {
       EXPECT_EQ(ledger(summary, "gradients"), shard_bytes);
       EXPECT_EQ(ledger(summary, "optimizer_state"), 2 * shard_bytes);
       EXPECT_EQ(ledger(summary, "master_weights"), 0);  // fp32: the shard is the master
+      // Gathered after the run: the root and the persistent blocks; at the peak, the blocks the
+      // knobs allow at once.
+      const int64_t gathered_root = 4 * padded(root, ranks);
+      const int64_t block_bytes = 4 * padded(kTinyBlock, ranks);
+      EXPECT_EQ(ledger(summary, "gathered_params"), gathered_root + persistent_blocks * block_bytes)
+          << what;
+      EXPECT_EQ(summary.at("ledger_peak_bytes_rank0").at("gathered_params").get<int64_t>(),
+                gathered_root + peak_blocks * block_bytes)
+          << what;
       if (sample) {
         // Sampling after training runs a forward on every rank (it gathers collectively).
         EXPECT_TRUE(summary.contains("sample")) << run.output;

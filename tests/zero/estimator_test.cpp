@@ -81,6 +81,27 @@ TEST(Estimator, CommPerStep) {
   EXPECT_EQ(estimate_comm_per_step(in).moved(1), 0);  // one rank: nothing to average
 }
 
+// Stage 3 (design §4): every micro-step gathers each released unit for its forward and again for
+// its backward and reduce-scatters all gradients, 3x the parameter bytes moved; the persistent
+// units are gathered once per step, after the update. With accumulation, one unit's slice is the
+// receive buffer.
+TEST(Estimator, Stage3CommPerStepAndReceiveBuffer) {
+  const int64_t psi = 1'000'000, n = 4;
+  auto in = input(psi, n, 3, config::DType::kFp32);
+  in.gradient_accumulation_steps = 2;
+  auto c = estimate_comm_per_step(in);
+  EXPECT_EQ(c.reduce_scatter, 2 * 4 * psi);
+  EXPECT_EQ(c.all_gather, 2 * 2 * 4 * psi / n);
+  EXPECT_EQ(c.moved(n), 3 * 2 * 4 * psi);
+  in.persistent_params = 200'000;
+  EXPECT_EQ(estimate_comm_per_step(in).all_gather, 4 * (2 * 2 * 800'000 + 200'000) / n);
+  EXPECT_EQ(estimate_model_states(in).comm_buffers, 0);  // unit size unknown
+  in.largest_unit_params = 1001;
+  EXPECT_EQ(estimate_model_states(in).comm_buffers, 4 * 251);
+  in.gradient_accumulation_steps = 1;
+  EXPECT_EQ(estimate_model_states(in).comm_buffers, 0);
+}
+
 TEST(Estimator, Fp32HasNoSeparateMaster) {
   auto e = estimate_model_states(input(1000, 1, 0, config::DType::kFp32));
   EXPECT_EQ(e.master, 0);

@@ -27,12 +27,16 @@ models::GptConfig tiny() {
 // once: 1 without prefetch, 1 + max_live_parameters / block with it.
 struct Case {
   int64_t persistence = 0;
+  int64_t model_persistence_blocks = 100;  // stage3_model_persistence_threshold in blocks (+ 1)
   int64_t prefetch_bucket = 0;
   int64_t max_live_blocks = 0;  // stage3_max_live_parameters in blocks
+  int64_t reuse = 0;            // stage3_max_reuse_distance; < 0: the root's elements + 1
   int64_t peak_blocks = 1;
+  int64_t persistent_blocks = 0;  // the first blocks stay gathered
+  int64_t kept_blocks = 0;        // the last blocks stay gathered from forward to backward
 };
 
-config::DsConfig ds_config(int stage, const Case& kase = {}, int64_t block = 0) {
+config::DsConfig ds_config(int stage, const Case& kase = {}, int64_t block = 0, int64_t root = 0) {
   config::DsConfig c;
   c.train_micro_batch_size_per_gpu = 4;
   c.gradient_accumulation_steps = 3;
@@ -46,6 +50,8 @@ config::DsConfig ds_config(int stage, const Case& kase = {}, int64_t block = 0) 
   c.zero.param_persistence_threshold = kase.persistence;
   c.zero.prefetch_bucket_size = kase.prefetch_bucket;
   c.zero.max_live_parameters = kase.max_live_blocks * block;
+  c.zero.model_persistence_threshold = kase.model_persistence_blocks * block + 1;
+  c.zero.max_reuse_distance = kase.reuse < 0 ? root + 1 : kase.reuse;
   return c;
 }
 
@@ -60,12 +66,22 @@ void expect_matches_stage0(const Case& kase) {
   models::Gpt ref(tiny(), 7), ours(tiny(), 7);
   int64_t block = 0;  // elements of one block (N = 1: no padding)
   for (const auto& p : ours->blocks[0]->parameters()) block += p.numel();
+  int64_t root = -3 * block;  // the elements outside the blocks
+  for (const auto& p : ours->parameters()) root += p.numel();
   auto ref_engine = Engine::initialize(ref.ptr(), ds_config(0), *group);
-  auto engine = Engine::initialize(ours.ptr(), ds_config(3, kase, block), *group);
-  const bool blocks_released = kase.persistence == 0;
+  auto engine = Engine::initialize(ours.ptr(), ds_config(3, kase, block, root), *group);
+  // Whether block b holds storage: the persistent ones always, the last kept_blocks also from
+  // their forward to their backward once the trace is recorded (after the first micro-step).
+  auto expect_gathered = [&](bool after_forward, bool following, const char* when) {
+    for (int64_t b = 0; b < 3; ++b) {
+      const bool want =
+          b < kase.persistent_blocks || (after_forward && following && b >= 3 - kase.kept_blocks);
+      EXPECT_EQ(ours->blocks[b]->mlp->c_fc->weight.storage().nbytes() > 0, want)
+          << "block " << b << " " << when;
+    }
+  };
   // After initialisation a released block has no storage, the root (embeddings) keeps its own.
-  const at::Tensor block_weight = ours->blocks[1]->mlp->c_fc->weight;
-  EXPECT_EQ(block_weight.storage().nbytes() == 0, blocks_released);
+  expect_gathered(false, false, "after initialisation");
   EXPECT_GT(ours->wte->weight.storage().nbytes(), 0u);
   bool clipped = false;
   for (int64_t step = 0; step < 5; ++step) {
@@ -74,12 +90,11 @@ void expect_matches_stage0(const Case& kase) {
       ref_engine->backward(ref->loss(in, target));
       const at::Tensor loss = ours->loss(in, target);
       // (With prefetch, the blocks before the last are gathered again for the backward.)
-      if (kase.prefetch_bucket == 0) {
-        EXPECT_EQ(block_weight.storage().nbytes() == 0, blocks_released) << "after forward";
-      }
+      if (kase.prefetch_bucket == 0) expect_gathered(true, step + m > 0, "after forward");
       engine->backward(loss);
-      EXPECT_EQ(block_weight.storage().nbytes() == 0, blocks_released) << "after backward";
-      EXPECT_FALSE(block_weight.grad().defined()) << "the full gradient was not dropped";
+      expect_gathered(false, true, "after backward");
+      EXPECT_FALSE(ours->blocks[1]->mlp->c_fc->weight.grad().defined())
+          << "the full gradient was not dropped";
       const StepResult r0 = ref_engine->step(), r = engine->step();
       ASSERT_EQ(r.boundary, r0.boundary);
       if (!r.boundary) continue;
@@ -91,7 +106,7 @@ void expect_matches_stage0(const Case& kase) {
       const double ref_loss = ref->loss(eval_in, eval_target).item<double>();
       EXPECT_NEAR(ours->loss(eval_in, eval_target).item<double>(), ref_loss, 1e-6 * ref_loss)
           << "step " << step;
-      EXPECT_EQ(block_weight.storage().nbytes() == 0, blocks_released) << "after evaluation";
+      expect_gathered(false, true, "after evaluation");
     }
   }
   EXPECT_TRUE(clipped) << "clipping never took effect";
@@ -107,15 +122,38 @@ void expect_matches_stage0(const Case& kase) {
   EXPECT_EQ(ledger.bytes(MemoryCategory::kCommBuffers), 4 * block);
   // Gathered: the root always; the running block and what prefetch may add (never more than
   // stage3_max_live_parameters beyond the running block) when blocks are released.
-  const int64_t root = 4 * (n - 3 * block);
-  EXPECT_EQ(ledger.bytes(MemoryCategory::kGatheredParams), blocks_released ? root : 4 * n);
+  ASSERT_EQ(n, root + 3 * block);
+  EXPECT_EQ(ledger.bytes(MemoryCategory::kGatheredParams),
+            4 * (root + kase.persistent_blocks * block));
   EXPECT_EQ(ledger.peak_bytes(MemoryCategory::kGatheredParams),
-            blocks_released ? root + 4 * kase.peak_blocks * block : 4 * n);
+            4 * (root + kase.peak_blocks * block));
 }
 
 TEST(Stage3SingleRank, ReleasedBlocksMatchStage0) { expect_matches_stage0({}); }
 TEST(Stage3SingleRank, PersistentBlocksMatchStage0) {
-  expect_matches_stage0({.persistence = 1'000'000, .peak_blocks = 3});
+  expect_matches_stage0({.persistence = 1'000'000, .peak_blocks = 3, .persistent_blocks = 3});
+}
+// stage3_model_persistence_threshold caps the persistent total: two blocks fit, the third is
+// released after use.
+TEST(Stage3SingleRank, ModelPersistenceThresholdCapsPersistentBlocks) {
+  expect_matches_stage0({.persistence = 1'000'000,
+                         .model_persistence_blocks = 2,
+                         .peak_blocks = 3,
+                         .persistent_blocks = 2});
+}
+// stage3_max_reuse_distance: the trace is h.0 h.1 h.2 root h.2 h.1 h.0. A distance just above the
+// root's elements keeps h.2 from its forward to its backward (only the root in between), the
+// others are released; a large one (and a large max-live) keeps every block through the forward.
+TEST(Stage3SingleRank, ReuseDistanceKeepsTheLastBlock) {
+  expect_matches_stage0({.max_live_blocks = 100, .reuse = -1, .kept_blocks = 1});
+}
+TEST(Stage3SingleRank, LargeReuseDistanceKeepsEveryBlock) {
+  expect_matches_stage0(
+      {.max_live_blocks = 100, .reuse = 1'000'000'000, .peak_blocks = 3, .kept_blocks = 3});
+}
+// ... unless stage3_max_live_parameters does not allow it.
+TEST(Stage3SingleRank, MaxLiveParametersLimitsReuse) {
+  expect_matches_stage0({.max_live_blocks = 0, .reuse = 1'000'000'000});
 }
 // Prefetch gathers the next block while one runs, up to one block beyond it...
 TEST(Stage3SingleRank, PrefetchWithinMaxLiveParametersMatchesStage0) {

@@ -43,6 +43,9 @@ struct TrainConfig {
   double sample_temperature = 0.8;
   int64_t sample_top_k = 40;
   bool memory_report = false;  // rank 0 prints the memory ledger beside the estimate at start
+  // At the end, rank 0 writes <run_dir>/model.safetensors (Hugging Face GPT-2 names); at ZeRO
+  // stage 3 this needs zero_optimization.stage3_gather_16bit_weights_on_model_save.
+  bool save_weights = false;
   // Values that fill DeepSpeed "auto" (absent: "auto" must be derivable or it is an error).
   std::optional<int64_t> micro_batch_size;             // train_micro_batch_size_per_gpu
   std::optional<int64_t> gradient_accumulation_steps;  // gradient_accumulation_steps

@@ -65,7 +65,10 @@ class GptImpl : public torch::nn::Module {
  public:
   // Builds and initialises the model with GPT-2's scheme (normal(0, 0.02) weights, c_proj scaled
   // by 1/sqrt(2 n_layer), zero biases, unit LayerNorms), drawn from a generator seeded by `seed`.
-  GptImpl(const GptConfig& config, uint64_t seed);
+  // `on_block_built` (optional) is called with each block as soon as it is built and initialised,
+  // before the next one exists (DeepSpeed's zero.Init: zero::PartitionedBuild partitions it).
+  using BlockBuilt = std::function<void(int64_t index, BlockImpl& block)>;
+  GptImpl(const GptConfig& config, uint64_t seed, const BlockBuilt& on_block_built = nullptr);
 
   at::Tensor forward(const at::Tensor& idx);  // [B, T] int64 -> logits [B, T, vocab]
   // Mean cross-entropy of forward(idx) against targets [B, T].

@@ -6,6 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,8 @@ class LrSchedule;
 
 namespace deepshard::zero {
 
+class PartitionedBuild;
+
 struct StepResult {
   bool boundary = false;  // this step() call ended an accumulation window
   bool applied = false;  // the optimizer updated the parameters (false: not a boundary, or skipped)
@@ -37,9 +40,11 @@ struct StepResult {
 class Engine {
  public:
   // Builds the engine for config.zero.stage. Parameters are made identical on every rank
-  // (broadcast from rank 0). Throws ConfigError for features not supported yet.
+  // (broadcast from rank 0). Throws ConfigError for features not supported yet. `build`: the
+  // model was built under zero.Init (partitioned_build.h; stage 3 only), its units are adopted.
   static std::unique_ptr<Engine> initialize(std::shared_ptr<torch::nn::Module> model,
-                                            const config::DsConfig& config, comm::Group& group);
+                                            const config::DsConfig& config, comm::Group& group,
+                                            PartitionedBuild* build = nullptr);
   virtual ~Engine();
 
   // Backward of `loss` (the mean loss of this rank's micro-batch), scaled by
@@ -58,6 +63,13 @@ class Engine {
   const config::DsConfig& config() const { return config_; }
   comm::Group& group() { return group_; }
   const MemoryLedger& ledger() const { return ledger_; }
+  // Runs `fn` with every parameter of the model holding its full value (a collective at stage 3:
+  // every unit is gathered for `fn` and released after it; the other stages just run `fn`).
+  virtual void with_full_parameters(const std::function<void()>& fn) { fn(); }
+  // Stage 3, for the estimator: the elements that stay gathered (root and persistent units) and
+  // the largest unit's; 0 at the other stages.
+  virtual int64_t persistent_parameters() const { return 0; }
+  virtual int64_t largest_unit_parameters() const { return 0; }
 
  protected:
   Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,

@@ -18,7 +18,8 @@ struct ModelStateEstimate {
   int64_t master = 0;     // bytes of fp32 master weights (0 when compute dtype is fp32)
   int64_t optimizer = 0;  // bytes of Adam exp_avg + exp_avg_sq (fp32)
   int64_t offloaded = 0;  // of the above, bytes living in host memory / NVMe instead of the device
-  // Not model states: stage 2's bucket-sized gradient staging and receive buffers.
+  // Not model states: stage 2's bucket-sized gradient staging and receive buffers; stage 3's
+  // receive buffer (one unit's slice) with accumulation.
   int64_t comm_buffers = 0;
   int64_t total() const { return params + grads + master + optimizer; }
   int64_t on_device() const { return total() - offloaded; }
@@ -37,6 +38,11 @@ struct EstimateInput {
   bool overlap_comm = false;       // two buffers (reductions in flight) instead of one
   bool reduce_scatter = true;      // false: buckets are all-reduced
   int64_t gradient_accumulation_steps = 1;
+  // Stage 3 (from the engine; 0 when unknown): the elements that stay gathered (root unit and
+  // persistent units: gathered once per step, after the update, instead of for every forward and
+  // backward) and the largest unit's (its slice is the accumulation receive buffer).
+  int64_t persistent_params = 0;
+  int64_t largest_unit_params = 0;
 };
 
 // The input for a run: its config, parameter count, world size and the parameters' dtype (fp16
@@ -51,7 +57,10 @@ ModelStateEstimate estimate_model_states(const EstimateInput& input);
 // Bytes per optimizer step handed to each collective by one rank (what the comm log records:
 // all_reduce and reduce_scatter count their input, all_gather its input, the owned shard), and
 // design §4's bytes moved: an all-reduce moves its payload twice (reduce-scatter + all-gather),
-// an all-gather N times its input. Stages 0-2; stage 3 is not modelled here (zeros).
+// an all-gather N times its input. Stage 3 gathers every unit that is not persistent for each
+// forward and again for each backward (units released in between: stage3_max_reuse_distance 0),
+// the persistent ones once per step, and reduce-scatters every gradient on every micro-step: about
+// 3x the parameter bytes moved per micro-step.
 struct CommEstimate {
   int64_t all_reduce = 0;
   int64_t reduce_scatter = 0;

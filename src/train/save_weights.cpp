@@ -1,0 +1,27 @@
+// Implementation of save_model_weights (see save_weights.h).
+#include "train/save_weights.h"
+
+#include <torch/torch.h>
+
+#include "deepshard/checkpoint/hf_gpt2.h"
+#include "deepshard/util/error.h"
+
+namespace deepshard::train {
+
+void check_weights_savable(const config::DsConfig& config) {
+  DS_CHECK(config.zero.stage != 3 || config.zero.gather_16bit_weights_on_model_save, ConfigError,
+           "saving the model weights at ZeRO stage 3: the parameters are partitioned across the "
+           "ranks; set zero_optimization.stage3_gather_16bit_weights_on_model_save to true to "
+           "gather them and have rank 0 write the full weights");
+}
+
+void save_model_weights(zero::Engine& engine, const models::Gpt& model, const std::string& path) {
+  check_weights_savable(engine.config());
+  const bool writer = engine.group().rank() == 0;
+  const at::ScalarType dtype = model->parameters().front().scalar_type();
+  engine.with_full_parameters([&] {
+    if (writer) checkpoint::save_gpt2_safetensors(model, path, dtype);
+  });
+}
+
+}  // namespace deepshard::train

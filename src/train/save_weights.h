@@ -1,0 +1,22 @@
+// Saving a trained model's weights as a Hugging Face GPT-2 safetensors file (the format
+// `deepshard generate --weights` and model.init_from read), in the parameters' dtype. At ZeRO
+// stage 3 no rank holds the whole model: with
+// zero_optimization.stage3_gather_16bit_weights_on_model_save every rank takes part in gathering
+// the full parameters and rank 0 writes them; without it the save is refused with a ConfigError
+// (DeepSpeed would write an empty or partial file).
+#pragma once
+
+#include <string>
+
+#include "deepshard/models/gpt.h"
+#include "deepshard/zero/engine.h"
+
+namespace deepshard::train {
+
+// Throws the ConfigError save_model_weights would throw for this config (checked before training).
+void check_weights_savable(const config::DsConfig& config);
+
+// To be called on every rank (a collective at stage 3); rank 0 writes `path`.
+void save_model_weights(zero::Engine& engine, const models::Gpt& model, const std::string& path);
+
+}  // namespace deepshard::train
