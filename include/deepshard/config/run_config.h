@@ -43,6 +43,13 @@ struct TrainConfig {
   double sample_temperature = 0.8;
   int64_t sample_top_k = 40;
   bool memory_report = false;  // rank 0 prints the memory ledger beside the estimate at start
+  // Checkpoints (docs/checkpoint.md): every save_interval steps (0 = never; a run that saves
+  // periodically also saves at its end and when it gets SIGTERM) into checkpoint_dir ("" =
+  // <run_dir>/checkpoints), tags "step<N>". resume: "" = start fresh, "auto" = continue from
+  // checkpoint_dir's latest if there is one, else a tag in checkpoint_dir or a tag directory path.
+  int64_t save_interval = 0;
+  std::string checkpoint_dir;
+  std::string resume;
   // Values that fill DeepSpeed "auto" (absent: "auto" must be derivable or it is an error).
   std::optional<int64_t> micro_batch_size;             // train_micro_batch_size_per_gpu
   std::optional<int64_t> gradient_accumulation_steps;  // gradient_accumulation_steps

@@ -20,6 +20,7 @@ struct TrainSummary {
   double mean_tokens_per_s = 0.0;       // over steps after the first (warm-up) step
   std::vector<int64_t> peak_rss_bytes;  // per rank
   std::string sample;                   // text sampled at the end (rank 0), "" if none
+  bool stopped = false;                 // SIGTERM/SIGINT ended the run early (after a save)
 };
 
 // The GPT sizes of a run's `model` section (after presets are applied).
