@@ -205,8 +205,13 @@ at::Tensor CheckpointReader::read_range(const std::string& name, StateKind kind,
   const ParamInfo& p = param(name);
   DS_CHECK(0 <= begin && begin <= end && end <= p.numel(), IoError, dir_, ": elements [", begin,
            ":", end, ") of '", name, "' requested; it has ", p.numel());
+  const auto& pieces = pieces_.at({name, kind});
+  for (const Piece& piece : pieces) {
+    // Loading at the saving layout: one record is the range (no copy).
+    if (piece.begin == begin && piece.end == end) return files_[piece.file]->read(piece.record);
+  }
   at::Tensor out = at::empty({end - begin}, at::kFloat);
-  for (const Piece& piece : pieces_.at({name, kind})) {
+  for (const Piece& piece : pieces) {
     const int64_t lo = std::max(begin, piece.begin), hi = std::min(end, piece.end);
     if (lo >= hi) continue;
     const at::Tensor record = files_[piece.file]->read(piece.record);
