@@ -110,6 +110,10 @@ TEST_F(CheckpointResumeTest, Bf16Stage2ResumesExactly) {
   expect_exact_resume("bf16_s2", 2, R"({"bf16": {"enabled": true}})");
 }
 
+TEST_F(CheckpointResumeTest, Bf16Stage3ResumesExactly) {
+  expect_exact_resume("bf16_s3", 3, R"({"bf16": {"enabled": true}})");
+}
+
 TEST_F(CheckpointResumeTest, Fp16ScalerStateIsRestored) {
   // The dynamic scale doubles every 3 clean steps from 2^8: after the resume it must continue
   // from the saved state (loss_scale is compared step by step).
