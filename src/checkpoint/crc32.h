@@ -1,4 +1,4 @@
-// CRC-32 (IEEE 802.3, the zlib/PNG polynomial 0xEDB88320), table-driven, incremental.
+// CRC-32 (IEEE 802.3, the zlib/PNG polynomial 0xEDB88320), incremental (zlib underneath).
 #pragma once
 
 #include <cstddef>

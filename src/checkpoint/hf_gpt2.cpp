@@ -35,15 +35,22 @@ bool is_ignored_hf_tensor(const std::string& name) {
 
 std::string hf_gpt2_name(const std::string& name) { return kPrefix + name; }
 
-void save_gpt2_safetensors(const models::Gpt& model, const std::string& path,
+void save_gpt2_safetensors(const std::map<std::string, at::Tensor>& params, const std::string& path,
                            at::ScalarType dtype) {
   TensorMap tensors;
-  for (const auto& p : model->named_parameters()) {
-    at::Tensor t = p.value().detach();
-    if (is_conv1d_weight(p.key())) t = t.t();
-    tensors[hf_gpt2_name(p.key())] = t.to(at::kCPU, dtype);
+  for (const auto& [name, value] : params) {
+    at::Tensor t = value.detach();
+    if (is_conv1d_weight(name)) t = t.t();
+    tensors[hf_gpt2_name(name)] = t.to(at::kCPU, dtype);
   }
   save_safetensors(path, tensors, {{"format", "pt"}});
+}
+
+void save_gpt2_safetensors(const models::Gpt& model, const std::string& path,
+                           at::ScalarType dtype) {
+  std::map<std::string, at::Tensor> params;
+  for (const auto& p : model->named_parameters()) params[p.key()] = p.value();
+  save_gpt2_safetensors(params, path, dtype);
 }
 
 void load_gpt2_safetensors(models::Gpt& model, const std::string& path) {

@@ -46,26 +46,30 @@ std::string tag_path(const std::string& dir, const std::string& tag) {
   return (fs::path(dir) / tag).string();
 }
 
-void write_tag(const std::string& dir, const std::string& tag,
-               const std::function<void(const std::string& tmp_dir)>& fill) {
+std::string begin_tag(const std::string& dir, const std::string& tag) {
+  check_tag(tag);
+  const fs::path tmp_dir = fs::path(dir) / (tag + ".tmp");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  DS_CHECK(!ec, IoError, "cannot create checkpoint directory ", dir, ": ", ec.message());
+  remove_tree(tmp_dir);  // a crashed earlier attempt
+  remove_tree(fs::path(dir) / (tag + ".old.tmp"));
+  fs::create_directory(tmp_dir, ec);
+  DS_CHECK(!ec, IoError, "cannot create ", tmp_dir.string(), ": ", ec.message());
+  return tmp_dir.string();
+}
+
+void abort_tag(const std::string& dir, const std::string& tag) {
+  std::error_code ignored;
+  fs::remove_all(fs::path(dir) / (tag + ".tmp"), ignored);
+}
+
+void publish_tag(const std::string& dir, const std::string& tag) {
   check_tag(tag);
   const fs::path final_dir = fs::path(dir) / tag;
   const fs::path tmp_dir = fs::path(dir) / (tag + ".tmp");
   const fs::path old_dir = fs::path(dir) / (tag + ".old.tmp");
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  DS_CHECK(!ec, IoError, "cannot create checkpoint directory ", dir, ": ", ec.message());
-  remove_tree(tmp_dir);  // a crashed earlier attempt
-  remove_tree(old_dir);
-  fs::create_directory(tmp_dir, ec);
-  DS_CHECK(!ec, IoError, "cannot create ", tmp_dir.string(), ": ", ec.message());
-  try {
-    fill(tmp_dir.string());
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(tmp_dir, ignored);
-    throw;
-  }
   fsync_dir(tmp_dir);
   // Replacing an existing tag: move it aside first (a directory cannot be renamed onto a
   // non-empty one). `latest` may name it; until the rename below it names the old copy's path.
@@ -83,6 +87,18 @@ void write_tag(const std::string& dir, const std::string& tag,
   latest.write(tag.data(), tag.size());
   latest.commit();
   fsync_dir(dir);
+}
+
+void write_tag(const std::string& dir, const std::string& tag,
+               const std::function<void(const std::string& tmp_dir)>& fill) {
+  const std::string tmp_dir = begin_tag(dir, tag);
+  try {
+    fill(tmp_dir);
+  } catch (...) {
+    abort_tag(dir, tag);
+    throw;
+  }
+  publish_tag(dir, tag);
 }
 
 std::optional<std::string> read_latest(const std::string& dir) {

@@ -16,5 +16,10 @@ int run_config_command(const Args& args);        // config_cmd.cpp: `config chec
 int run_estimate_command(const Args& args);      // estimate_cmd.cpp
 int run_prepare_data_command(const Args& args);  // prepare_data_cmd.cpp
 int run_generate_command(const Args& args);      // generate_cmd.cpp
+int run_convert_command(const Args& args);       // convert_cmd.cpp
+
+// The tag directory a checkpoint path names: `path` itself if it holds a manifest.json, else
+// <path>/<tag> ("" = <path>/latest's tag). convert_cmd.cpp.
+std::string checkpoint_tag_dir(const std::string& path, const std::string& tag);
 
 }  // namespace deepshard::cli

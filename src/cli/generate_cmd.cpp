@@ -1,13 +1,17 @@
-// `deepshard generate --weights FILE --prompt TEXT [--model PRESET | --config RUN.json]
-// [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]`: prints a continuation of the
-// prompt sampled from Hugging Face GPT-2 safetensors weights (as `deepshard train` writes with
-// model.init_from's format), with the byte tokenizer.
+// `deepshard generate (--weights FILE | --checkpoint DIR) --prompt TEXT [--model PRESET |
+// --config RUN.json] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]`: prints a
+// continuation of the prompt sampled from Hugging Face GPT-2 safetensors weights (model.init_from's
+// format) or from a deepshard checkpoint (its consolidated fp32 weights; the model sizes come from
+// the run's model section saved with it), with the byte tokenizer.
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
+#include "deepshard/checkpoint/engine_checkpoint.h"
 #include "deepshard/checkpoint/hf_gpt2.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/data/tokenizer.h"
@@ -19,19 +23,34 @@ namespace deepshard::cli {
 namespace {
 
 const char* kUsage =
-    "usage: deepshard generate --weights FILE.safetensors --prompt TEXT\n"
+    "usage: deepshard generate (--weights FILE.safetensors | --checkpoint DIR) --prompt TEXT\n"
     "                          [--model PRESET | --config RUN.json] [--max-new-tokens N]\n"
     "                          [--temperature T] [--top-k K] [--seed S]\n"
     "\n"
-    "Builds the model (a preset: tiny, small, gpt2; or the model section of a run config),\n"
-    "loads Hugging Face GPT-2 safetensors weights into it and prints the prompt followed by\n"
-    "N sampled bytes (default 200, temperature 0.8, top-k 40, seed 1234).\n";
+    "Builds the model (a preset: tiny, small, gpt2; or the model section of a run config; with\n"
+    "--checkpoint, by default the model section saved in the checkpoint), loads Hugging Face\n"
+    "GPT-2 safetensors weights or a deepshard checkpoint (a checkpoint directory's latest tag,\n"
+    "or one tag directory) into it and prints the prompt followed by N sampled bytes (default\n"
+    "200, temperature 0.8, top-k 40, seed 1234).\n";
 
-config::ModelConfig model_config(const ArgParser& parser) {
+config::ModelConfig model_config(const ArgParser& parser,
+                                 const checkpoint::CheckpointReader* reader) {
   DS_CHECK(!(parser.has("model") && parser.has("config")), UsageError,
            "--model and --config are exclusive");
   if (auto path = parser.get("config")) {
     return config::parse_run_config(config::read_json_file(*path), 1, nullptr, *path).model;
+  }
+  if (reader != nullptr && !parser.has("model") && reader->client_state().contains("model")) {
+    // The sizes `deepshard train` saved with the checkpoint.
+    const nlohmann::json& saved = reader->client_state().at("model");
+    config::ModelConfig model;
+    model.n_layer = saved.at("n_layer").get<int64_t>();
+    model.n_head = saved.at("n_head").get<int64_t>();
+    model.n_embd = saved.at("n_embd").get<int64_t>();
+    model.block_size = saved.at("block_size").get<int64_t>();
+    model.vocab_size = saved.at("vocab_size").get<int64_t>();
+    model.bias = saved.at("bias").get<bool>();
+    return model;
   }
   config::ModelConfig model;
   model.preset = parser.get("model").value_or("tiny");
@@ -48,10 +67,10 @@ int run_generate_command(const Args& args) {
   parser.parse(args);
   if (parser.print_help_if_asked(kUsage)) return 0;
   parser.reject_positional();
-  DS_CHECK(!parser.has("checkpoint"), UsageError,
-           "--checkpoint: not supported yet (engine checkpoints do not exist yet); use --weights");
   const auto weights = parser.get("weights");
-  DS_CHECK(weights.has_value(), UsageError, "missing required option --weights");
+  const auto checkpoint_path = parser.get("checkpoint");
+  DS_CHECK(weights.has_value() != checkpoint_path.has_value(), UsageError,
+           "give one of --weights and --checkpoint");
   const auto prompt_text = parser.get("prompt");
   DS_CHECK(prompt_text.has_value(), UsageError, "missing required option --prompt");
   const int64_t max_new = parser.get_int("max-new-tokens", 200);
@@ -59,8 +78,18 @@ int run_generate_command(const Args& args) {
   const double temperature = parser.get_double("temperature", 0.8);
   DS_CHECK(temperature > 0, UsageError, "--temperature must be > 0");
 
-  models::Gpt model(train::gpt_config(model_config(parser)), /*seed=*/0);
-  checkpoint::load_gpt2_safetensors(model, *weights);
+  std::unique_ptr<checkpoint::CheckpointReader> reader;
+  if (checkpoint_path)
+    reader =
+        std::make_unique<checkpoint::CheckpointReader>(checkpoint_tag_dir(*checkpoint_path, ""));
+  models::Gpt model(train::gpt_config(model_config(parser, reader.get())), /*seed=*/0);
+  if (reader) {
+    std::map<std::string, at::Tensor> params;
+    for (const auto& p : model->named_parameters()) params.emplace(p.key(), p.value());
+    checkpoint::load_consolidated_weights(*reader, params);
+  } else {
+    checkpoint::load_gpt2_safetensors(model, *weights);
+  }
   model->eval();
   data::ByteTokenizer tokenizer;
   auto prompt16 = tokenizer.encode(*prompt_text);

@@ -24,7 +24,9 @@ const Command kCommands[] = {
     {"estimate", deepshard::cli::run_estimate_command, "model-state memory per rank, stages 0-3"},
     {"prepare-data", deepshard::cli::run_prepare_data_command, "turn text into token files"},
     {"generate", deepshard::cli::run_generate_command,
-     "sample text from Hugging Face GPT-2 safetensors weights"},
+     "sample text from a checkpoint or Hugging Face GPT-2 safetensors weights"},
+    {"convert", deepshard::cli::run_convert_command,
+     "write a checkpoint's weights as Hugging Face GPT-2 safetensors"},
 };
 
 void print_usage(FILE* out) {

@@ -73,6 +73,11 @@ void visit_train(S& s, C& t) {
   s.field("sample_top_k", t.sample_top_k, kNonNegative);
   s.field("memory_report", t.memory_report);
   s.field("save_weights", t.save_weights);
+  s.field("save_interval", t.save_interval, kNonNegative);
+  s.field("checkpoint_dir", t.checkpoint_dir);
+  // "auto" is this key's own value here (continue from the latest checkpoint), not DeepSpeed's
+  // placeholder.
+  s.field("resume", t.resume, detail::Check{}, detail::Auto<std::string>{std::string("auto")});
   s.field("micro_batch_size", t.micro_batch_size, kPositive);
   s.field("gradient_accumulation_steps", t.gradient_accumulation_steps, kPositive);
   s.field("lr", t.lr, kNonNegative);

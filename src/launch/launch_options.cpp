@@ -110,7 +110,9 @@ std::string launch_usage() {
 
 Starts N ranks of COMMAND on this node with torchrun's environment (MASTER_ADDR, MASTER_PORT,
 RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK). Each output line is printed with a
-"[rank R] " prefix. SIGINT/SIGTERM are forwarded to every rank. When a rank exits non-zero the
+"[rank R] " prefix. SIGINT/SIGTERM are forwarded to every rank (if they all exit 0, as
+`deepshard train` does after saving a checkpoint on SIGTERM, so does the launcher; otherwise it
+exits with 128 + the signal). When a rank exits non-zero the
 others are stopped (SIGTERM, then SIGKILL after the grace period) and the launcher exits with
 that rank's status, after printing its last lines to stderr.
 

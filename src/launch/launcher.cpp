@@ -72,6 +72,7 @@ class Job {
   SignalRelay signals_;  // before the ranks start, so that no signal is missed
   std::vector<RankProcess> ranks_;
   int exit_status_ = 0;
+  int signalled_ = 0;                         // the signal forwarded to the ranks, if any
   std::optional<Clock::time_point> kill_at_;  // set once the ranks are being stopped
   bool killed_ = false;
 };
@@ -117,6 +118,10 @@ void Job::on_exit(RankProcess& r, int status) {
     exit_status_ = status;
     report_failure(r);
     stop_all(SIGTERM);
+  } else if (status != 0 && exit_status_ == 0) {
+    // Stopping after a forwarded signal: a rank that did not exit cleanly makes the job fail as
+    // the signal would have (ranks that saved and exited 0, as the trainer does on SIGTERM, don't).
+    exit_status_ = signalled_ ? 128 + signalled_ : status;
   }
 }
 
@@ -127,7 +132,7 @@ void Job::on_signal(int sig) {
     return;
   }
   std::fprintf(stderr, "deepshard launch: signal %d, forwarding it to the ranks\n", sig);
-  exit_status_ = 128 + sig;
+  signalled_ = sig;
   stop_all(sig);
 }
 

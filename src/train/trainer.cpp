@@ -3,14 +3,18 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "deepshard/checkpoint/engine_checkpoint.h"
 #include "deepshard/checkpoint/hf_gpt2.h"
+#include "deepshard/checkpoint/tag_directory.h"
 #include "deepshard/data/sampler.h"
 #include "deepshard/data/token_file.h"
 #include "deepshard/data/tokenizer.h"
@@ -32,6 +36,74 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The signal that asked the run to stop (SIGTERM, as Slurm preempts), set by the handler: the one
+// thing a signal handler may touch.
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+// While a checkpointing run trains, SIGTERM and SIGINT ask it to finish the step, save and exit 0.
+class StopSignals {
+ public:
+  explicit StopSignals(bool active) : active_(active) {
+    if (!active_) return;
+    g_stop_signal.store(0);
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;  // collectives blocked in a syscall carry on
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+    ::sigaction(SIGINT, &sa, &old_int_);
+  }
+  ~StopSignals() {
+    if (!active_) return;
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGINT, &old_int_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  bool active_;
+  struct sigaction old_term_ {
+  }, old_int_{};
+};
+
+// train.resume: loads the checkpoint it names into the engine; returns the steps already done.
+int64_t resume_from(const config::TrainConfig& train, const std::string& checkpoint_dir,
+                    zero::Engine& engine, bool rank0) {
+  namespace fs = std::filesystem;
+  std::string dir = checkpoint_dir, tag;
+  if (train.resume == "auto") {
+    if (!checkpoint::read_latest(checkpoint_dir)) {
+      if (rank0) log::info("resume auto: no checkpoint in ", checkpoint_dir, "; starting fresh");
+      return 0;
+    }
+  } else if (fs::exists(fs::path(train.resume) / checkpoint::kManifestName)) {
+    const fs::path path = fs::path(train.resume).lexically_normal();
+    const fs::path p = path.has_filename() ? path : path.parent_path();
+    dir = p.parent_path().string();
+    tag = p.filename().string();
+  } else {
+    tag = train.resume;
+  }
+  const auto t0 = Clock::now();
+  const zero::LoadedCheckpoint loaded = engine.load_checkpoint(dir, tag);
+  const auto client = nlohmann::json::parse(loaded.client_state_json);
+  const int64_t step = client.value("step", loaded.global_steps);
+  if (rank0)
+    log::info("resumed from ", loaded.path, " (saved by ", loaded.saved_world_size,
+              " rank(s) at ZeRO stage ", loaded.saved_stage, ") at step ", step, " in ",
+              seconds_since(t0), " s");
+  return step;
+}
+
+int64_t directory_bytes(const std::string& dir) {
+  int64_t total = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file()) total += static_cast<int64_t>(e.file_size());
+  return total;
 }
 
 // Mean of a per-rank scalar over all ranks.
@@ -170,8 +242,18 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
               gpt_cfg.block_size, " tokens");
   }
 
+  const bool checkpointing = run.train.save_interval > 0 || !run.train.checkpoint_dir.empty();
+  const std::string checkpoint_dir = run.train.checkpoint_dir.empty()
+                                         ? run.train.run_dir + "/checkpoints"
+                                         : run.train.checkpoint_dir;
+  const int64_t start_step =
+      run.train.resume.empty() ? 0 : resume_from(run.train, checkpoint_dir, *engine, rank0);
+  StopSignals stop_signals(checkpointing);
+
   std::unique_ptr<monitor::JsonlWriter> metrics;
-  if (rank0) metrics = std::make_unique<monitor::JsonlWriter>(run.train.run_dir + "/metrics.jsonl");
+  if (rank0)
+    metrics = std::make_unique<monitor::JsonlWriter>(run.train.run_dir + "/metrics.jsonl",
+                                                     /*append=*/start_step > 0);
 
   TrainSummary summary;
   const double tokens_per_step =
@@ -183,7 +265,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   double timed_wait = 0.0, timed_time = 0.0;  // comm wait and wall time of the timed steps
   const int64_t log_interval = std::max<int64_t>(1, run.train.log_interval);
 
-  for (int64_t step = 0; step < run.train.steps; ++step) {
+  for (int64_t step = start_step; step < run.train.steps; ++step) {
     maybe_inject_failure(step + 1, group.rank());
     const auto t0 = Clock::now();
     double loss_sum = 0.0;
@@ -197,10 +279,16 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
     }
     DS_ASSERT(result.boundary, "the accumulation window did not end with the step");
     const double step_time = seconds_since(t0);
-    const double loss = mean_over_ranks(group, loss_sum / ds.gradient_accumulation_steps);
+    // The loss mean also tells every rank whether any rank was asked to stop.
+    auto shared = torch::tensor(
+        {loss_sum / ds.gradient_accumulation_steps, g_stop_signal.load() != 0 ? 1.0 : 0.0},
+        torch::kDouble);
+    group.all_reduce(shared, comm::ReduceOp::kAvg);
+    const double loss = shared[0].item<double>();
+    const bool stop = shared[1].item<double>() > 0;
     const double tokens_per_s = tokens_per_step / step_time;
     const double comm_wait = group.log().total().wait_seconds - wait_before;
-    if (step > 0) {
+    if (step > start_step) {
       tokens_per_s_sum += tokens_per_s;
       ++timed_steps;
       timed_wait += comm_wait;
@@ -241,6 +329,39 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                        engine->ledger().model_state_bytes());
     }
     if (metrics) metrics->write(record);
+
+    const bool periodic =
+        run.train.save_interval > 0 && ((step + 1) % run.train.save_interval == 0 || last);
+    if (checkpointing && (periodic || stop)) {
+      const std::string tag = "step" + std::to_string(step + 1);
+      const nlohmann::json client = {{"step", step + 1},
+                                     {"seed", run.train.seed},
+                                     {"data_train", run.data.train},
+                                     {"world_size", group.size()},
+                                     {"model",
+                                      {{"preset", run.model.preset},
+                                       {"n_layer", gpt_cfg.n_layer},
+                                       {"n_head", gpt_cfg.n_head},
+                                       {"n_embd", gpt_cfg.n_embd},
+                                       {"block_size", gpt_cfg.block_size},
+                                       {"vocab_size", gpt_cfg.vocab_size},
+                                       {"bias", gpt_cfg.bias}}}};
+      const auto s0 = Clock::now();
+      engine->save_checkpoint(checkpoint_dir, tag, client.dump());
+      if (rank0) {
+        const double seconds = seconds_since(s0);
+        const double mb = directory_bytes(checkpoint::tag_path(checkpoint_dir, tag)) / 1e6;
+        log::info("saved checkpoint ", checkpoint::tag_path(checkpoint_dir, tag), ": ", mb,
+                  " MB in ", seconds, " s (", mb / seconds, " MB/s)");
+      }
+    }
+    if (stop) {
+      if (rank0)
+        log::info("stop requested (signal): stopped after step ", step + 1, " of ", run.train.steps,
+                  checkpointing ? ", checkpoint saved" : "");
+      summary.stopped = true;
+      break;
+    }
   }
 
   summary.mean_tokens_per_s = timed_steps > 0 ? tokens_per_s_sum / timed_steps : 0.0;
@@ -252,7 +373,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   }
 
   // At stage 3 every rank runs the sampling forward: it gathers parameters collectively.
-  if (run.train.sample_tokens > 0 && (rank0 || ds.zero.stage == 3)) {
+  if (run.train.sample_tokens > 0 && !summary.stopped && (rank0 || ds.zero.stage == 3)) {
     data::ByteTokenizer tokenizer;
     auto prompt16 = tokenizer.encode(run.train.sample_prompt);
     std::vector<int64_t> prompt(prompt16.begin(), prompt16.end());

@@ -49,11 +49,8 @@ int64_t ShardLayout::owned_offset(size_t bucket, int rank) const {
   return buckets_[bucket].offset + rank * buckets_[bucket].shard_numel;
 }
 
-std::vector<optim::ParamRange> ShardLayout::shard_ranges(int rank,
-                                                         const std::vector<double>& weight_decay,
-                                                         bool in_flat_buffer) const {
-  DS_ASSERT(weight_decay.size() == slot_numels_.size());
-  std::vector<optim::ParamRange> out;
+std::vector<OwnedPiece> ShardLayout::owned_pieces(int rank) const {
+  std::vector<OwnedPiece> out;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const int64_t begin = owned_offset(b, rank), end = begin + buckets_[b].shard_numel;
     for (size_t s = buckets_[b].first_slot; s < buckets_[b].first_slot + buckets_[b].num_slots;
@@ -61,9 +58,21 @@ std::vector<optim::ParamRange> ShardLayout::shard_ranges(int rank,
       const int64_t lo = std::max(begin, slot_offsets_[s]);
       const int64_t hi = std::min(end, slot_offsets_[s] + slot_numels_[s]);
       if (lo >= hi) continue;
-      out.push_back({buckets_[b].shard_offset + (lo - begin), hi - lo, weight_decay[s],
-                     in_flat_buffer ? lo : -1});
+      out.push_back(
+          {s, lo - slot_offsets_[s], hi - lo, buckets_[b].shard_offset + (lo - begin), lo});
     }
+  }
+  return out;
+}
+
+std::vector<optim::ParamRange> ShardLayout::shard_ranges(int rank,
+                                                         const std::vector<double>& weight_decay,
+                                                         bool in_flat_buffer) const {
+  DS_ASSERT(weight_decay.size() == slot_numels_.size());
+  std::vector<optim::ParamRange> out;
+  for (const OwnedPiece& p : owned_pieces(rank)) {
+    out.push_back(
+        {p.shard_offset, p.numel, weight_decay[p.slot], in_flat_buffer ? p.flat_offset : -1});
   }
   return out;
 }

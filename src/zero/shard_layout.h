@@ -23,6 +23,13 @@ struct ShardBucket {
   size_t first_slot = 0, num_slots = 0;
 };
 
+// The part of one parameter (slot) a rank owns: elements [param_begin, param_begin + numel) of the
+// flattened parameter, at shard_offset in the rank's shard and flat_offset in the flat buffer.
+struct OwnedPiece {
+  size_t slot = 0;
+  int64_t param_begin = 0, numel = 0, shard_offset = 0, flat_offset = 0;
+};
+
 class ShardLayout {
  public:
   // `numels`: parameter sizes in flat order. bucket_numel <= 0: one bucket for everything.
@@ -41,6 +48,8 @@ class ShardLayout {
   // the rank owns, each with its parameter's weight decay (`weight_decay[slot]`).
   // `in_flat_buffer`: each range also gives its flat-buffer offset as param_offset (Adam then
   // updates the owned slices of the parameter buffer in place: no separate master copy).
+  // The pieces of parameters rank `rank` owns, in shard order.
+  std::vector<OwnedPiece> owned_pieces(int rank) const;
   std::vector<optim::ParamRange> shard_ranges(int rank, const std::vector<double>& weight_decay,
                                               bool in_flat_buffer = false) const;
 

@@ -216,4 +216,20 @@ void ShardedOptimizerEngine::zero_grads() {
   if (reduce_source_.defined()) reduce_source_.zero_();
 }
 
+std::vector<Engine::StatePiece> ShardedOptimizerEngine::state_view(StateUse) {
+  // Saving and loading both cover exactly the owned pieces.
+  std::vector<StatePiece> out;
+  for (const OwnedPiece& p : layout_->owned_pieces(group_.rank())) {
+    const FlatParamEntry& e = flat_->entries()[p.slot];
+    const at::Tensor master = master_.defined() ? master_.narrow(0, p.shard_offset, p.numel)
+                                                : flat_->params().narrow(0, p.flat_offset, p.numel);
+    out.push_back({e.name, p.param_begin, p.param_begin + p.numel, master,
+                   adam_->exp_avg().narrow(0, p.shard_offset, p.numel),
+                   adam_->exp_avg_sq().narrow(0, p.shard_offset, p.numel)});
+  }
+  return out;
+}
+
+void ShardedOptimizerEngine::publish_loaded_state() { all_gather_params(); }
+
 }  // namespace deepshard::zero

@@ -42,6 +42,9 @@ class ShardedOptimizerEngine : public Engine {
   double global_grad_norm(const at::Tensor& reduced) override;
   void update_parameters(const UpdateRates& rates, float grad_factor) override;
   void zero_grads() override;
+  std::vector<StatePiece> state_view(StateUse use) override;
+  optim::FlatAdam& optimizer() override { return *adam_; }
+  void publish_loaded_state() override;
 
  private:
   void on_grad_ready(size_t slot);

@@ -86,4 +86,26 @@ void Stage0Engine::zero_grads() {
   if (!grads_fp32_.is_same(flat_->grads())) grads_fp32_.zero_();
 }
 
+std::vector<Engine::StatePiece> Stage0Engine::state_view(StateUse use) {
+  // The state is replicated: loading fills all of it; saving splits every parameter evenly over
+  // the ranks (each writes 1/N).
+  const int64_t n = use == StateUse::kSave ? group_.size() : 1;
+  const int64_t r = use == StateUse::kSave ? group_.rank() : 0;
+  std::vector<StatePiece> out;
+  for (const auto& e : flat_->entries()) {
+    const int64_t begin = e.numel * r / n, end = e.numel * (r + 1) / n;
+    if (begin == end) continue;
+    const int64_t offset = e.offset + begin, count = end - begin;
+    out.push_back({e.name, begin, end, master_.narrow(0, offset, count),
+                   adam_->exp_avg().narrow(0, offset, count),
+                   adam_->exp_avg_sq().narrow(0, offset, count)});
+  }
+  return out;
+}
+
+void Stage0Engine::publish_loaded_state() {
+  const at::Tensor& params = flat_->params();
+  if (!master_.is_same(params)) params.copy_(master_);
+}
+
 }  // namespace deepshard::zero

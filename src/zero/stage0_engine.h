@@ -31,6 +31,9 @@ class Stage0Engine : public Engine {
   double global_grad_norm(const at::Tensor& reduced) override;
   void update_parameters(const UpdateRates& rates, float grad_factor) override;
   void zero_grads() override;
+  std::vector<StatePiece> state_view(StateUse use) override;
+  optim::FlatAdam& optimizer() override { return *adam_; }
+  void publish_loaded_state() override;
 
  private:
   std::unique_ptr<FlatParams> flat_;

@@ -338,4 +338,27 @@ void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor
 
 void Stage3Engine::zero_grads() { grad_shard_.zero_(); }
 
+std::vector<Engine::StatePiece> Stage3Engine::state_view(StateUse) {
+  // The pieces of every unit's slice, as element ranges of the parameters.
+  std::vector<StatePiece> out;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    for (const OwnedPiece& p : units_[u]->slice_pieces(group_.rank())) {
+      const FlatParamEntry& e = units_[u]->params()[p.slot];
+      const int64_t offset = slice_offsets_[u] + p.shard_offset;
+      out.push_back({e.name, p.param_begin, p.param_begin + p.numel,
+                     master_.narrow(0, offset, p.numel),
+                     adam_->exp_avg().narrow(0, offset, p.numel),
+                     adam_->exp_avg_sq().narrow(0, offset, p.numel)});
+    }
+  }
+  return out;
+}
+
+void Stage3Engine::publish_loaded_state() {
+  if (low_precision_params_) shard_.copy_(master_);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (units_[u]->gathered()) units_[u]->gather(group_);  // persistent units
+  }
+}
+
 }  // namespace deepshard::zero

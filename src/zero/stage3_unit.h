@@ -58,6 +58,9 @@ class Stage3Unit {
   int64_t element_size() const { return full_.element_size(); }
   // Optimizer ranges over this unit's slice of rank `rank` (offsets relative to the slice).
   std::vector<optim::ParamRange> slice_ranges(int rank, double weight_decay) const;
+  // The pieces of the parameters in rank `rank`'s slice (shard_offset relative to the slice; slot
+  // indexes params()). Checkpoints map them to per-parameter element ranges.
+  std::vector<OwnedPiece> slice_pieces(int rank) const { return layout_.owned_pieces(rank); }
 
  private:
   std::string name_;

@@ -6,6 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <map>
 #include <string>
 
 #include "deepshard/models/gpt.h"
@@ -18,6 +19,9 @@ std::string hf_gpt2_name(const std::string& name);
 
 // Writes every parameter of `model`, converted to `dtype` (float32, float16 or bfloat16).
 void save_gpt2_safetensors(const models::Gpt& model, const std::string& path,
+                           at::ScalarType dtype = at::kFloat);
+// The same from tensors by our parameter names (a checkpoint's consolidated weights).
+void save_gpt2_safetensors(const std::map<std::string, at::Tensor>& params, const std::string& path,
                            at::ScalarType dtype = at::kFloat);
 
 // Copies the file's tensors into the model's parameters (converted to their dtypes and devices).

@@ -18,6 +18,14 @@ namespace deepshard::checkpoint {
 void write_tag(const std::string& dir, const std::string& tag,
                const std::function<void(const std::string& tmp_dir)>& fill);
 
+// The same in steps, for writers in several processes (every rank writes its file into the .tmp
+// directory, one process publishes): begin_tag creates a fresh <dir>/<tag>.tmp and returns its
+// path; publish_tag syncs it, renames it to <dir>/<tag> and replaces `latest`; abort_tag removes
+// the .tmp directory (no error if it is gone).
+std::string begin_tag(const std::string& dir, const std::string& tag);
+void publish_tag(const std::string& dir, const std::string& tag);
+void abort_tag(const std::string& dir, const std::string& tag);
+
 // The tag named by <dir>/latest, or nullopt if there is none. IoError if `latest` names a tag
 // whose directory is missing.
 std::optional<std::string> read_latest(const std::string& dir);

@@ -46,6 +46,13 @@ struct TrainConfig {
   // At the end, rank 0 writes <run_dir>/model.safetensors (Hugging Face GPT-2 names); at ZeRO
   // stage 3 this needs zero_optimization.stage3_gather_16bit_weights_on_model_save.
   bool save_weights = false;
+  // Checkpoints (docs/checkpoint.md): every save_interval steps (0 = never; a run that saves
+  // periodically also saves at its end and when it gets SIGTERM) into checkpoint_dir ("" =
+  // <run_dir>/checkpoints), tags "step<N>". resume: "" = start fresh, "auto" = continue from
+  // checkpoint_dir's latest if there is one, else a tag in checkpoint_dir or a tag directory path.
+  int64_t save_interval = 0;
+  std::string checkpoint_dir;
+  std::string resume;
   // Values that fill DeepSpeed "auto" (absent: "auto" must be derivable or it is an error).
   std::optional<int64_t> micro_batch_size;             // train_micro_batch_size_per_gpu
   std::optional<int64_t> gradient_accumulation_steps;  // gradient_accumulation_steps

@@ -21,6 +21,7 @@ struct TrainSummary {
   double comm_wait_share = 0.0;         // rank 0: share of those steps' time blocked on collectives
   std::vector<int64_t> peak_rss_bytes;  // per rank
   std::string sample;                   // text sampled at the end (rank 0), "" if none
+  bool stopped = false;                 // SIGTERM/SIGINT ended the run early (after a save)
 };
 
 // The GPT sizes of a run's `model` section (after presets are applied).

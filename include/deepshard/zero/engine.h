@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "deepshard/comm/group.h"
 #include "deepshard/config/ds_config.h"
@@ -21,8 +22,9 @@ class Module;
 }
 
 namespace deepshard::optim {
+class FlatAdam;
 class LrSchedule;
-}
+}  // namespace deepshard::optim
 
 namespace deepshard::zero {
 
@@ -35,6 +37,16 @@ struct StepResult {
   double grad_norm = 0.0;  // global L2 norm of the (unscaled) gradient, before clipping
   double lr = 0.0;         // learning rate used by this update
   double loss_scale = 1.0;
+};
+
+// What load_checkpoint restored.
+struct LoadedCheckpoint {
+  std::string path;  // the tag directory
+  std::string tag;
+  std::string client_state_json;  // as given to save_checkpoint
+  int64_t global_steps = 0;
+  int saved_world_size = 0;
+  int saved_stage = 0;
 };
 
 class Engine {
@@ -71,6 +83,22 @@ class Engine {
   virtual int64_t persistent_parameters() const { return 0; }
   virtual int64_t largest_unit_parameters() const { return 0; }
 
+  // Checkpoints (docs/checkpoint.md). Both are collective: every rank calls them with the same
+  // arguments; the ranks first agree on the operation, directory and tag (a rank calling something
+  // else, or not calling, is an error on the others, never a hang: CommError after the group's
+  // timeout at worst). save_checkpoint writes <dir>/<tag>.tmp/ (each rank its shard file, rank 0
+  // the manifest with the engine state, every rank's RNG state and `client_state_json`, a JSON
+  // object), renames it to <dir>/<tag> once every rank has written and synced, and points
+  // <dir>/latest at it. Refused inside a gradient-accumulation window. Any rank failing is an
+  // error on every rank, and the previous `latest` stays.
+  void save_checkpoint(const std::string& dir, const std::string& tag,
+                       const std::string& client_state_json = "{}");
+  // Loads <dir>/<tag> ("" = latest) saved at any world size and stage: each rank reads the
+  // element ranges it owns of every parameter's fp32 master and Adam moments. Restores the step
+  // counters, loss scaler and LR schedule position, and the RNG state when the world size is the
+  // same. A checkpoint of another model (parameter names or shapes) is an error.
+  LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& tag = "");
+
  protected:
   Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
          comm::Group& group);
@@ -105,6 +133,23 @@ class Engine {
   // Test hook: DEEPSHARD_TEST_INF_AT_STEP=S with DEEPSHARD_TEST_INF_RANK=R (default 0) makes rank R
   // write +inf into element 0 of `grads` at optimizer step S (1-based), before the overflow check.
   void maybe_inject_inf(const at::Tensor& grads) const;
+
+  // Checkpoint hooks of a stage. A piece: elements [begin, end) of the flattened parameter `name`
+  // with fp32 views of their master weights and Adam moments in this rank's buffers.
+  struct StatePiece {
+    std::string name;
+    int64_t begin = 0, end = 0;
+    at::Tensor master, exp_avg, exp_avg_sq;
+  };
+  enum class StateUse {
+    kSave,  // the pieces this rank writes (every element saved once across the ranks)
+    kLoad,  // every piece this rank holds state for (replicated state: all of it)
+  };
+  virtual std::vector<StatePiece> state_view(StateUse use) = 0;
+  virtual optim::FlatAdam& optimizer() = 0;
+  // After the pieces were loaded: publish the masters into the model's parameters (casting,
+  // all-gathering: a collective).
+  virtual void publish_loaded_state() = 0;
 
   std::shared_ptr<torch::nn::Module> model_;
   config::DsConfig config_;

@@ -1,0 +1,62 @@
+// `deepshard convert CKPT --to safetensors OUT [--dtype fp32|bf16|fp16] [--tag TAG]`: writes a
+// checkpoint's consolidated weights (its fp32 masters, assembled from every rank's shard file) as
+// one Hugging Face GPT-2 safetensors file, the format `model.init_from` and `generate --weights`
+// read. No engine and no ranks are needed: any world size and stage converts the same way.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "cli/arg_parser.h"
+#include "cli/commands.h"
+#include "deepshard/checkpoint/engine_checkpoint.h"
+#include "deepshard/checkpoint/hf_gpt2.h"
+#include "deepshard/util/error.h"
+
+namespace deepshard::cli {
+namespace {
+
+const char* kUsage =
+    "usage: deepshard convert CKPT --to safetensors OUT [--dtype fp32|bf16|fp16] [--tag TAG]\n"
+    "\n"
+    "CKPT is a checkpoint directory (its 'latest' tag, or --tag) or one tag directory. Writes the\n"
+    "consolidated weights with Hugging Face GPT-2 names and layout (Conv1D weights transposed,\n"
+    "no lm_head: it is tied to wte) in the given dtype (default fp32).\n";
+
+at::ScalarType parse_dtype(const std::string& name) {
+  if (name == "fp32") return at::kFloat;
+  if (name == "bf16") return at::kBFloat16;
+  if (name == "fp16") return at::kHalf;
+  throw UsageError("--dtype: '" + name + "' (fp32, bf16 or fp16)");
+}
+
+}  // namespace
+
+// The tag directory CKPT names: itself if it holds a manifest, else <CKPT>/<tag or latest>.
+std::string checkpoint_tag_dir(const std::string& path, const std::string& tag) {
+  if (tag.empty() &&
+      std::filesystem::exists(std::filesystem::path(path) / checkpoint::kManifestName))
+    return path;
+  return checkpoint::resolve_tag(path, tag);
+}
+
+int run_convert_command(const Args& args) {
+  ArgParser parser({"to", "dtype", "tag"}, {"help"});
+  parser.parse(args);
+  if (parser.print_help_if_asked(kUsage)) return 0;
+  DS_CHECK(parser.positional().size() == 2, UsageError,
+           "expected CKPT and OUT (deepshard convert CKPT --to safetensors OUT)");
+  DS_CHECK(parser.get("to").value_or("") == "safetensors", UsageError,
+           "--to: only 'safetensors' is supported");
+  const at::ScalarType dtype = parse_dtype(parser.get("dtype").value_or("fp32"));
+  const std::string dir =
+      checkpoint_tag_dir(parser.positional()[0], parser.get("tag").value_or(""));
+  const std::string& out = parser.positional()[1];
+  checkpoint::CheckpointReader reader(dir);
+  const auto weights = reader.consolidated_weights();
+  checkpoint::save_gpt2_safetensors(weights, out, dtype);
+  std::printf("%s: %zu tensors from %s (saved by %d rank(s), ZeRO stage %d)\n", out.c_str(),
+              weights.size(), dir.c_str(), reader.world_size(), reader.zero_stage());
+  return 0;
+}
+
+}  // namespace deepshard::cli

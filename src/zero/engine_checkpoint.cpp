@@ -1,0 +1,295 @@
+// Engine::save_checkpoint and Engine::load_checkpoint: the collective protocol around the stages'
+// state views (agreement, shard files, manifest, publish), docs/checkpoint.md.
+#include "deepshard/checkpoint/engine_checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <signal.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <unordered_set>
+
+#include "deepshard/checkpoint/tag_directory.h"
+#include "deepshard/config/loader.h"
+#include "deepshard/optim/adam.h"
+#include "deepshard/util/error.h"
+#include "deepshard/zero/engine.h"
+#include "zero/rank_agreement.h"
+
+namespace deepshard::zero {
+namespace {
+
+using checkpoint::StateKind;
+
+std::string dtype_name(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat:
+      return "float32";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kHalf:
+      return "float16";
+    default:
+      return c10::toString(type);
+  }
+}
+
+// The model's trainable parameters (tied ones once): the checkpoint's parameter table.
+std::vector<checkpoint::ParamInfo> parameter_table(torch::nn::Module& model) {
+  std::vector<checkpoint::ParamInfo> out;
+  std::unordered_set<const void*> seen;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    const at::Tensor& p = item.value();
+    if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    out.push_back({item.key(), p.sizes().vec(), dtype_name(p.scalar_type())});
+  }
+  return out;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// The checkpoint holds exactly the model's parameters, with the same shapes.
+void check_same_model(const checkpoint::CheckpointReader& reader,
+                      const std::vector<checkpoint::ParamInfo>& model) {
+  const std::string where = reader.path() + "/" + checkpoint::kManifestName;
+  for (const auto& p : model) {
+    const checkpoint::ParamInfo* saved = nullptr;
+    for (const auto& s : reader.parameters())
+      if (s.name == p.name) saved = &s;
+    DS_CHECK(saved != nullptr, IoError, where, ": checkpoint of a different model: parameter '",
+             p.name, "' of this model is not in the checkpoint");
+    DS_CHECK(saved->shape == p.shape, IoError, where,
+             ": checkpoint of a different model: parameter '", p.name, "' has shape ",
+             shape_text(saved->shape), " in the checkpoint but ", shape_text(p.shape),
+             " in this model");
+  }
+  for (const auto& s : reader.parameters()) {
+    bool known = false;
+    for (const auto& p : model) known = known || p.name == s.name;
+    DS_CHECK(known, IoError, where, ": checkpoint of a different model: its parameter '", s.name,
+             "' is not in this model");
+  }
+}
+
+std::string to_hex(const at::Tensor& bytes) {
+  static const char* digits = "0123456789abcdef";
+  const auto* p = bytes.contiguous().data_ptr<uint8_t>();
+  std::string out;
+  out.reserve(2 * bytes.numel());
+  for (int64_t i = 0; i < bytes.numel(); ++i) {
+    out.push_back(digits[p[i] >> 4]);
+    out.push_back(digits[p[i] & 15]);
+  }
+  return out;
+}
+
+at::Tensor from_hex(const std::string& hex) {
+  DS_CHECK(hex.size() % 2 == 0, IoError, "RNG state: odd hex length");
+  at::Tensor out = at::empty({static_cast<int64_t>(hex.size() / 2)}, at::kByte);
+  auto* p = out.data_ptr<uint8_t>();
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw IoError("RNG state: bad hex digit");
+  };
+  for (size_t i = 0; i < hex.size() / 2; ++i)
+    p[i] = static_cast<uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+  return out;
+}
+
+std::string cpu_rng_state() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return to_hex(gen.get_state());
+}
+
+void set_cpu_rng_state(const std::string& hex) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(from_hex(hex));
+}
+
+// Test hooks, between building this rank's records and writing its shard file:
+// DEEPSHARD_TEST_SAVE_DELAY_MS=T sleeps T ms; DEEPSHARD_TEST_SAVE_KILL=R:TAG makes rank R kill
+// itself (SIGKILL, as `kill -9` would) while saving tag TAG.
+void save_test_hooks(int rank, const std::string& tag) {
+  if (const char* delay = std::getenv("DEEPSHARD_TEST_SAVE_DELAY_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(delay)));
+  if (const char* kill = std::getenv("DEEPSHARD_TEST_SAVE_KILL")) {
+    const std::string spec = kill;
+    const size_t colon = spec.find(':');
+    if (colon != std::string::npos && std::atoi(spec.c_str()) == rank &&
+        spec.substr(colon + 1) == tag)
+      ::raise(SIGKILL);
+  }
+}
+
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+// Runs `fn`, returning "" or its exception's message.
+template <typename Fn>
+std::string capture(Fn&& fn) {
+  try {
+    fn();
+  } catch (...) {
+    std::string message = what_of(std::current_exception());
+    return message.empty() ? "error" : message;
+  }
+  return "";
+}
+
+}  // namespace
+
+void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
+                             const std::string& client_state_json) {
+  torch::NoGradGuard no_grad;
+  agree_on_operation(group_, detail::concat("save_checkpoint(dir '", dir, "', tag '", tag, "')"));
+  DS_CHECK(micro_steps_ % config_.gradient_accumulation_steps == 0, Error,
+           "save_checkpoint: inside a gradient accumulation window (micro-step ",
+           micro_steps_ % config_.gradient_accumulation_steps, " of ",
+           config_.gradient_accumulation_steps, "); save after the step() that ends the window");
+  const int rank = group_.rank(), world = group_.size();
+  nlohmann::json client;
+  std::string error = capture([&] {
+    client = nlohmann::json::parse(client_state_json);
+    DS_CHECK(client.is_object(), Error, "save_checkpoint: client state is not a JSON object");
+    if (rank == 0) checkpoint::begin_tag(dir, tag);
+  });
+  check_all_succeeded(group_, "save_checkpoint: preparing " + dir + "/" + tag + ".tmp", error);
+  const std::string tmp_dir = checkpoint::tag_path(dir, tag + ".tmp");
+
+  error = capture([&] {
+    std::vector<checkpoint::StateRecord> records;
+    for (const StatePiece& p : state_view(StateUse::kSave)) {
+      records.push_back({p.name, p.begin, p.end, StateKind::kFp32, p.master});
+      records.push_back({p.name, p.begin, p.end, StateKind::kExpAvg, p.exp_avg});
+      records.push_back({p.name, p.begin, p.end, StateKind::kExpAvgSq, p.exp_avg_sq});
+    }
+    save_test_hooks(rank, tag);
+    checkpoint::write_rank_shard(tmp_dir, rank, world, records);
+  });
+  // Every rank's RNG state travels with its status.
+  const auto reports =
+      all_gather_text(group_, nlohmann::json{{"error", error}, {"rng", cpu_rng_state()}}.dump());
+  std::string failures;
+  std::vector<std::string> rng;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    const auto report = nlohmann::json::parse(reports[r]);
+    rng.push_back(report.at("rng").get<std::string>());
+    const auto e = report.at("error").get<std::string>();
+    if (!e.empty()) failures += detail::concat("\n  rank ", r, ": ", e);
+  }
+  if (!failures.empty()) {
+    if (rank == 0) checkpoint::abort_tag(dir, tag);
+    throw Error("save_checkpoint: writing " + tmp_dir + " failed" + failures);
+  }
+
+  error = capture([&] {
+    if (rank != 0) return;
+    nlohmann::json params = nlohmann::json::array();
+    for (const auto& p : parameter_table(*model_))
+      params.push_back({{"name", p.name}, {"shape", p.shape}, {"dtype", p.dtype}});
+    nlohmann::json shards = nlohmann::json::array();
+    for (int r = 0; r < world; ++r) shards.push_back(checkpoint::shard_file_name(r));
+    const auto& s = scaler_.state();
+    nlohmann::json manifest = {{"format", "deepshard checkpoint"},
+                               {"format_version", checkpoint::kCheckpointFormatVersion},
+                               {"tag", tag},
+                               {"world_size", world},
+                               {"zero_stage", config_.zero.stage},
+                               {"parameters", params},
+                               {"shards", shards},
+                               {"engine",
+                                {{"global_steps", global_steps_},
+                                 {"skipped_steps", skipped_steps_},
+                                 {"applied_steps", applied_steps_},
+                                 {"micro_steps", micro_steps_},
+                                 {"optimizer_step", optimizer().step_count()},
+                                 {"lr", current_lr()},
+                                 {"loss_scaler",
+                                  {{"dynamic", scaler_.is_dynamic()},
+                                   {"cur_scale", s.cur_scale},
+                                   {"cur_iter", s.cur_iter},
+                                   {"last_overflow_iter", s.last_overflow_iter},
+                                   {"cur_hysteresis", s.cur_hysteresis}}}}},
+                               {"rng", {{"cpu", rng}}},
+                               {"client_state", client},
+                               {"config", config::to_json(config_)}};
+    checkpoint::write_manifest(tmp_dir, manifest);
+    checkpoint::publish_tag(dir, tag);
+  });
+  if (rank == 0 && !error.empty()) checkpoint::abort_tag(dir, tag);
+  check_all_succeeded(group_, "save_checkpoint: publishing " + tmp_dir, error);
+}
+
+LoadedCheckpoint Engine::load_checkpoint(const std::string& dir, const std::string& tag) {
+  torch::NoGradGuard no_grad;
+  std::string path;
+  std::string error = capture([&] { path = checkpoint::resolve_tag(dir, tag); });
+  agree_on_operation(group_, detail::concat("load_checkpoint(dir '", dir, "', tag '", tag, "') -> ",
+                                            error.empty() ? path : "error: " + error));
+  check_all_succeeded(group_, "load_checkpoint", error);
+  DS_CHECK(micro_steps_ % config_.gradient_accumulation_steps == 0, Error,
+           "load_checkpoint: inside a gradient accumulation window");
+
+  std::unique_ptr<checkpoint::CheckpointReader> reader;
+  error = capture([&] {
+    reader = std::make_unique<checkpoint::CheckpointReader>(path);
+    check_same_model(*reader, parameter_table(*model_));
+    for (const StatePiece& p : state_view(StateUse::kLoad)) {
+      p.master.copy_(reader->read_range(p.name, StateKind::kFp32, p.begin, p.end));
+      p.exp_avg.copy_(reader->read_range(p.name, StateKind::kExpAvg, p.begin, p.end));
+      p.exp_avg_sq.copy_(reader->read_range(p.name, StateKind::kExpAvgSq, p.begin, p.end));
+    }
+  });
+  check_all_succeeded(group_, "load_checkpoint " + path, error);
+  publish_loaded_state();
+
+  const nlohmann::json& m = reader->manifest();
+  LoadedCheckpoint out;
+  error = capture([&] {
+    const auto& e = m.at("engine");
+    global_steps_ = e.at("global_steps").get<int64_t>();
+    skipped_steps_ = e.at("skipped_steps").get<int64_t>();
+    applied_steps_ = e.at("applied_steps").get<int64_t>();
+    // The saved run may have used another accumulation count: count this run's micro-steps.
+    micro_steps_ = global_steps_ * config_.gradient_accumulation_steps;
+    optimizer().set_step_count(e.at("optimizer_step").get<int64_t>());
+    const auto& ls = e.at("loss_scaler");
+    optim::LossScalerState state;
+    state.cur_scale = ls.at("cur_scale").get<double>();
+    state.cur_iter = ls.at("cur_iter").get<int64_t>();
+    state.last_overflow_iter = ls.at("last_overflow_iter").get<int64_t>();
+    state.cur_hysteresis = ls.at("cur_hysteresis").get<int>();
+    if (scaler_.is_dynamic() && ls.at("dynamic").get<bool>()) scaler_.set_state(state);
+    out.saved_world_size = reader->world_size();
+    out.saved_stage = reader->zero_stage();
+    if (out.saved_world_size == group_.size())
+      set_cpu_rng_state(m.at("rng").at("cpu").at(group_.rank()).get<std::string>());
+    out.path = path;
+    out.tag = m.at("tag").get<std::string>();
+    out.client_state_json = m.at("client_state").dump();
+    out.global_steps = global_steps_;
+  });
+  check_all_succeeded(group_, "load_checkpoint " + path, error);
+  return out;
+}
+
+}  // namespace deepshard::zero

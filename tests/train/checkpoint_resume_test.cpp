@@ -1,0 +1,286 @@
+// Checkpoints end to end with real ranks (`deepshard launch -n N -- deepshard train`): exact resume
+// (train 20 = train 10, save, new processes, load, train 10: the same losses bit for bit) at every
+// stage and in bf16/fp16; resharding across world sizes and stages (within 1e-4 of the
+// uninterrupted run); a rank killed during a save leaves the previous `latest` loadable; SIGTERM
+// finishes the step, saves and exits 0; damaged or foreign checkpoints fail naming the file.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "deepshard/launch/subprocess.h"
+#include "train/run_helpers.h"
+
+namespace deepshard::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CheckpointResumeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    data_ = new std::string(make_token_file(*dir_));
+  }
+  static void TearDownTestSuite() {
+    delete data_;
+    delete dir_;
+  }
+
+  struct Run {
+    int status = -1;
+    std::string output;
+    std::vector<nlohmann::json> metrics;
+    std::vector<double> losses() const {
+      std::vector<double> out;
+      for (const auto& m : metrics) out.push_back(m.at("loss").get<double>());
+      return out;
+    }
+  };
+
+  // Trains `steps` steps of the tiny GPT (run_helpers' config + `extra`) in run dir `name`.
+  static Run train(const std::string& name, int ranks, int64_t micro, int64_t gas, int64_t steps,
+                   const std::string& extra, const std::map<std::string, std::string>& env = {}) {
+    const std::string run_dir = dir_->file("run_" + name);
+    const std::string config = dir_->file(name + ".json");
+    write_file(config, tiny_run_config(*data_, run_dir, micro, gas, steps, extra));
+    auto r = run_ranks(ranks, deepshard_exe(), {"train", "--config", config}, 300, env);
+    Run out;
+    out.status = r.exit_status;
+    out.output = r.output;
+    if (fs::exists(run_dir + "/metrics.jsonl")) out.metrics = read_metrics(run_dir);
+    return out;
+  }
+
+  static std::string ckpt(const std::string& name) { return dir_->file("ckpt_" + name); }
+
+  // {"train": {...}, "zero_optimization": {"stage": S}} merged with `more`.
+  static std::string extra(int stage, const std::string& checkpoint_dir, int64_t save_interval,
+                           const std::string& resume, const std::string& more = "{}") {
+    nlohmann::json j = {{"zero_optimization", {{"stage", stage}}},
+                        {"train",
+                         {{"checkpoint_dir", checkpoint_dir},
+                          {"save_interval", save_interval},
+                          {"resume", resume}}}};
+    j.merge_patch(nlohmann::json::parse(more));
+    return j.dump();
+  }
+
+  // Train 20 uninterrupted; train 10 and save; resume in new processes and train 10 more.
+  static void expect_exact_resume(const std::string& name, int stage, const std::string& more) {
+    const Run full = train(name + "_full", 2, 2, 2, 20, extra(stage, "", 0, "", more));
+    ASSERT_EQ(full.status, 0) << full.output;
+    const Run first = train(name + "_a", 2, 2, 2, 10, extra(stage, ckpt(name), 10, "", more));
+    ASSERT_EQ(first.status, 0) << first.output;
+    EXPECT_TRUE(fs::exists(ckpt(name) + "/step10/manifest.json"));
+    const Run second = train(name + "_b", 2, 2, 2, 20, extra(stage, ckpt(name), 0, "auto", more));
+    ASSERT_EQ(second.status, 0) << second.output;
+    ASSERT_EQ(full.metrics.size(), 20u);
+    ASSERT_EQ(second.metrics.size(), 10u) << second.output;
+    for (size_t i = 0; i < 10; ++i) {
+      const auto& want = full.metrics[10 + i];
+      const auto& got = second.metrics[i];
+      EXPECT_EQ(got.at("step"), want.at("step"));
+      EXPECT_EQ(got.at("loss").get<double>(), want.at("loss").get<double>())
+          << name << ", step " << 11 + i;
+      EXPECT_EQ(got.at("loss_scale").get<double>(), want.at("loss_scale").get<double>())
+          << name << ", step " << 11 + i;
+      EXPECT_EQ(got.at("lr").get<double>(), want.at("lr").get<double>()) << name;
+    }
+    std::printf("%s: steps 11-20 after resume equal the uninterrupted run bit for bit\n",
+                name.c_str());
+  }
+
+  static TempDir* dir_;
+  static std::string* data_;
+};
+
+TempDir* CheckpointResumeTest::dir_ = nullptr;
+std::string* CheckpointResumeTest::data_ = nullptr;
+
+TEST_F(CheckpointResumeTest, Stage0ResumesExactly) { expect_exact_resume("s0", 0, "{}"); }
+TEST_F(CheckpointResumeTest, Stage1ResumesExactly) { expect_exact_resume("s1", 1, "{}"); }
+TEST_F(CheckpointResumeTest, Stage2ResumesExactly) { expect_exact_resume("s2", 2, "{}"); }
+TEST_F(CheckpointResumeTest, Stage3ResumesExactly) { expect_exact_resume("s3", 3, "{}"); }
+
+TEST_F(CheckpointResumeTest, Bf16Stage2ResumesExactly) {
+  expect_exact_resume("bf16_s2", 2, R"({"bf16": {"enabled": true}})");
+}
+
+TEST_F(CheckpointResumeTest, Bf16Stage3ResumesExactly) {
+  expect_exact_resume("bf16_s3", 3, R"({"bf16": {"enabled": true}})");
+}
+
+TEST_F(CheckpointResumeTest, Fp16ScalerStateIsRestored) {
+  // The dynamic scale doubles every 3 clean steps from 2^8: after the resume it must continue
+  // from the saved state (loss_scale is compared step by step).
+  expect_exact_resume("fp16_s1", 1,
+                      R"({"fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 8,
+                   "loss_scale_window": 3, "hysteresis": 1}})");
+}
+
+// Saved at one world size and stage, loaded at others: matches the uninterrupted run.
+TEST_F(CheckpointResumeTest, ReshardsAcrossWorldSizesAndStages) {
+  // Global batch 12 = micro x accumulation x N for N = 1, 2, 3, 4.
+  const Run reference = train("reshard_ref", 1, 4, 3, 20, extra(0, "", 0, ""));
+  ASSERT_EQ(reference.status, 0) << reference.output;
+  const std::string c = ckpt("reshard");
+  // N = 4 stage 3 (steps 1-7) -> N = 2 stage 1 (8-14) -> N = 3 stage 2 (15-20).
+  const Run a = train("reshard_a", 4, 1, 3, 7, extra(3, c, 7, ""));
+  ASSERT_EQ(a.status, 0) << a.output;
+  const Run b = train("reshard_b", 2, 2, 3, 14, extra(1, c, 7, "auto"));
+  ASSERT_EQ(b.status, 0) << b.output;
+  EXPECT_NE(b.output.find("saved by 4 rank(s) at ZeRO stage 3"), std::string::npos) << b.output;
+  const Run d = train("reshard_c", 3, 2, 2, 20, extra(2, c, 0, "auto"));
+  ASSERT_EQ(d.status, 0) << d.output;
+  EXPECT_NE(d.output.find("saved by 2 rank(s) at ZeRO stage 1"), std::string::npos) << d.output;
+  RunLosses chained, ref;
+  for (const Run* r : {&a, &b, &d})
+    for (double l : r->losses()) chained.losses.push_back(l);
+  ref.losses = reference.losses();
+  expect_same_losses(chained, ref, "N=4 stage 3 -> N=2 stage 1 -> N=3 stage 2");
+
+  // N = 2 stage 2 (1-10) -> N = 3 stage 3 (11-20), then N = 3 stage 0 from the N=4 stage 3 save.
+  const std::string c2 = ckpt("reshard2");
+  const Run e = train("reshard_d", 2, 2, 3, 10, extra(2, c2, 10, ""));
+  ASSERT_EQ(e.status, 0) << e.output;
+  const Run f = train("reshard_e", 3, 2, 2, 20, extra(3, c2, 0, "auto"));
+  ASSERT_EQ(f.status, 0) << f.output;
+  RunLosses chained2;
+  for (const Run* r : {&e, &f})
+    for (double l : r->losses()) chained2.losses.push_back(l);
+  expect_same_losses(chained2, ref, "N=2 stage 2 -> N=3 stage 3");
+  const Run g = train("reshard_f", 3, 2, 2, 20, extra(0, c, 0, c + "/step7"));
+  ASSERT_EQ(g.status, 0) << g.output;
+  RunLosses chained3;
+  for (double l : a.losses()) chained3.losses.push_back(l);
+  for (double l : g.losses()) chained3.losses.push_back(l);
+  expect_same_losses(chained3, ref, "N=4 stage 3 -> N=3 stage 0");
+}
+
+// kill -9 of a rank while it saves: the run fails, the previous `latest` stays and resumes exactly.
+TEST_F(CheckpointResumeTest, RankKilledDuringSaveLeavesPreviousLatest) {
+  const std::string c = ckpt("killed");
+  const Run full = train("killed_full", 2, 2, 2, 10, extra(1, "", 0, ""));
+  ASSERT_EQ(full.status, 0) << full.output;
+  const Run a = train("killed_a", 2, 2, 2, 10, extra(1, c, 5, "", R"({"comm": {"timeout_s": 10}})"),
+                      {{"DEEPSHARD_TEST_SAVE_KILL", "1:step10"}});
+  EXPECT_NE(a.status, 0) << a.output;
+  EXPECT_EQ(read_file(c + "/latest"), "step5");
+  EXPECT_FALSE(fs::exists(c + "/step10"));
+  const Run b = train("killed_b", 2, 2, 2, 10, extra(1, c, 0, "auto"));
+  ASSERT_EQ(b.status, 0) << b.output;
+  ASSERT_EQ(b.metrics.size(), 5u) << b.output;
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_EQ(b.metrics[i].at("loss").get<double>(), full.metrics[5 + i].at("loss").get<double>());
+}
+
+// SIGTERM (Slurm's preemption) mid-run: the step finishes, a checkpoint is saved, every rank and
+// the launcher exit 0, and the run resumes exactly from it.
+TEST_F(CheckpointResumeTest, SigtermSavesAndResumesExactly) {
+  const std::string c = ckpt("sigterm");
+  const Run full = train("sigterm_full", 2, 2, 2, 20, extra(2, "", 0, ""));
+  ASSERT_EQ(full.status, 0) << full.output;
+  const std::string run_dir = dir_->file("run_sigterm_a");
+  const std::string config = dir_->file("sigterm_a.json");
+  write_file(config, tiny_run_config(*data_, run_dir, 2, 2, 20,
+                                     extra(2, c, 1000, "", R"({"train": {"log_interval": 1}})")));
+  launch::SubprocessOptions o;
+  o.argv = {deepshard_exe(), "launch", "-n",       "2",   "--",
+            deepshard_exe(), "train",  "--config", config};
+  o.extra_env = {{"DEEPSHARD_TEST_SAVE_DELAY_MS", "0"}};
+  launch::Subprocess launcher(o);
+  std::string out;
+  char buf[4096];
+  const auto start = std::chrono::steady_clock::now();
+  while (out.find("step 5/20") == std::string::npos &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(120)) {
+    const ssize_t n = ::read(launcher.output_fd(), buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ASSERT_NE(out.find("step 5/20"), std::string::npos) << out;
+  launcher.signal(SIGTERM);
+  for (ssize_t n; (n = ::read(launcher.output_fd(), buf, sizeof buf)) > 0;)
+    out.append(buf, static_cast<size_t>(n));
+  const auto status = launcher.wait(60);
+  ASSERT_TRUE(status.has_value()) << out;
+  EXPECT_EQ(*status, 0) << out;
+  EXPECT_NE(out.find("stop requested"), std::string::npos) << out;
+  const std::string tag = read_file(c + "/latest");
+  const int64_t saved = std::stoll(tag.substr(4));
+  EXPECT_GE(saved, 5) << out;
+  EXPECT_LT(saved, 20) << out;
+  const Run b = train("sigterm_b", 2, 2, 2, 20, extra(2, c, 0, "auto"));
+  ASSERT_EQ(b.status, 0) << b.output;
+  ASSERT_EQ(b.metrics.size(), static_cast<size_t>(20 - saved)) << b.output;
+  for (size_t i = 0; i < b.metrics.size(); ++i)
+    EXPECT_EQ(b.metrics[i].at("loss").get<double>(),
+              full.metrics[saved + i].at("loss").get<double>());
+}
+
+// Damaged or foreign checkpoints: the load fails on every rank with the file and the problem.
+TEST_F(CheckpointResumeTest, DamagedOrForeignCheckpointsAreReported) {
+  const std::string c = ckpt("damaged");
+  const Run a = train("damaged_a", 2, 2, 2, 3, extra(1, c, 3, ""));
+  ASSERT_EQ(a.status, 0) << a.output;
+  const std::string tag = c + "/step3";
+  auto copy_of = [&](const std::string& name) {
+    const std::string to = dir_->file("ckpt_" + name);
+    fs::copy(c, to, fs::copy_options::recursive);
+    return to;
+  };
+  auto resume_error = [&](const std::string& dir, const std::string& name,
+                          const std::string& more = "{}") {
+    const Run r = train(name, 1, 4, 2, 5, extra(0, dir, 0, "step3", more));
+    EXPECT_NE(r.status, 0) << r.output;
+    return r.output;
+  };
+  auto expect_in = [](const std::string& output, const std::string& text) {
+    EXPECT_NE(output.find(text), std::string::npos) << "expected '" << text << "' in\n" << output;
+  };
+  {  // truncated shard
+    const std::string d = copy_of("truncated");
+    const std::string shard = d + "/step3/rank_00001";
+    fs::resize_file(shard, fs::file_size(shard) - 100);
+    const std::string out = resume_error(d, "err_truncated");
+    expect_in(out, shard + ": truncated file");
+  }
+  {  // one flipped byte in the middle of rank 0's data
+    const std::string d = copy_of("flipped");
+    const std::string shard = d + "/step3/rank_00000";
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    const auto pos = static_cast<std::streamoff>(fs::file_size(shard) / 2);
+    f.seekg(pos);
+    char byte = 0;
+    f.read(&byte, 1);
+    byte ^= 0x04;
+    f.seekp(pos);
+    f.write(&byte, 1);
+    f.close();
+    const std::string out = resume_error(d, "err_flipped");
+    expect_in(out, shard + ": corrupt file: tensor '");
+    expect_in(out, "CRC32 mismatch");
+  }
+  {  // missing rank file
+    const std::string d = copy_of("missing");
+    fs::remove(d + "/step3/rank_00001");
+    const std::string out = resume_error(d, "err_missing");
+    expect_in(out, d + "/step3/rank_00001: missing shard file");
+  }
+  {  // another model
+    const std::string out = resume_error(c, "err_model", R"({"model": {"n_embd": 32}})");
+    expect_in(out, tag + "/manifest.json: checkpoint of a different model: parameter '");
+    expect_in(out, "in the checkpoint but");
+  }
+  {  // a tag that does not exist
+    const std::string out = resume_error(dir_->file("nowhere"), "err_none");
+    expect_in(out, "does not exist");
+  }
+}
+
+}  // namespace
+}  // namespace deepshard::testing
