@@ -42,26 +42,33 @@ case_args() {
 json_number() { sed -n "s/^ *\"$2\": \\([-0-9.e+]*\\),\\?$/\\1/p" "$1" | head -1; }
 json_array() { tr -d '\n ' < "$1" | sed -n "s/.*\"$2\":\\[\\([0-9,]*\\)\\].*/\\1/p"; }
 
+# Repeats run round-robin over the cases (run 1 of every case, then run 2, ...), so a change of
+# machine load during the benchmark touches every case alike.
+run_case() {  # case, repeat index -> "tokens/s rss params wait" into $out_dir/<case>-<i>.result
+  local c="$1" i="$2" ranks micro extra
+  read -r ranks micro extra <<<"$(case_args "$c")"
+  local sets=(--set "train.steps=$steps" --set train.sample_tokens=0 --set train.eval_interval=0
+        --set data.valid= --set "train_micro_batch_size_per_gpu=$micro" --set train.log_interval=1000)
+  for kv in $extra; do sets+=(--set "$kv"); done
+  local run_dir="$out_dir/$c-$i"
+  "$ds" launch -n "$ranks" -- "$ds" train --config examples/gpt-brown.json "${sets[@]}" \
+    --set "train.run_dir=$run_dir" >"$out_dir/$c-$i.log" 2>&1 ||
+    { echo "case $c run $i failed:" >&2; tail -20 "$out_dir/$c-$i.log" >&2; exit 1; }
+  echo "$(json_number "$run_dir/summary.json" mean_tokens_per_s)" \
+    "$(json_array "$run_dir/summary.json" peak_rss_bytes)" \
+    "$(json_number "$run_dir/summary.json" num_parameters)" \
+    "$(json_number "$run_dir/summary.json" comm_wait_share)" >"$out_dir/$c-$i.result"
+}
+for c in "${cases[@]}"; do case_args "$c" >/dev/null; done  # unknown cases fail before any run
+for i in $(seq 1 "$repeat"); do
+  for c in "${cases[@]}"; do run_case "$c" "$i"; done
+done
+
 echo "| case | ranks | micro/rank | tokens/s (median of $repeat) | runs | comm wait share | peak RSS/rank MiB | params |"
 echo "|---|---|---|---|---|---|---|---|"
 for c in "${cases[@]}"; do
   read -r ranks micro extra <<<"$(case_args "$c")"
-  sets=(--set "train.steps=$steps" --set train.sample_tokens=0 --set train.eval_interval=0
-        --set data.valid= --set "train_micro_batch_size_per_gpu=$micro" --set train.log_interval=1000)
-  for kv in $extra; do sets+=(--set "$kv"); done
-  results=()
-  for i in $(seq 1 "$repeat"); do
-    run_dir="$out_dir/$c-$i"
-    "$ds" launch -n "$ranks" -- "$ds" train --config examples/gpt-brown.json "${sets[@]}" \
-      --set "train.run_dir=$run_dir" >"$out_dir/$c-$i.log" 2>&1 ||
-      { echo "case $c run $i failed:" >&2; tail -20 "$out_dir/$c-$i.log" >&2; exit 1; }
-    tps=$(json_number "$run_dir/summary.json" mean_tokens_per_s)
-    rss=$(json_array "$run_dir/summary.json" peak_rss_bytes)
-    params=$(json_number "$run_dir/summary.json" num_parameters)
-    wait=$(json_number "$run_dir/summary.json" comm_wait_share)
-    results+=("$tps $rss $params $wait")
-  done
-  sorted=$(printf '%s\n' "${results[@]}" | sort -n)
+  sorted=$(cat "$out_dir/$c-"*.result | sort -n)
   median=$(echo "$sorted" | sed -n "$(( (repeat + 1) / 2 ))p")
   read -r tps rss params wait <<<"$median"
   runs=$(echo "$sorted" | awk '{printf "%s%.0f", (NR>1?", ":""), $1}')
