@@ -18,6 +18,8 @@
 // units aside) beyond the unit fetched now. Evaluation forwards (no grad) fetch on demand. The step
 // is Engine::apply_update: global norm from the gradient shards, Adam on the owned shard, then the
 // persistent units are re-gathered (the others gather afresh when they next run).
+// A model built under zero.Init (partitioned_build.h) brings its blocks as released units with
+// their slices; the engine adopts them instead of partitioning full blocks.
 #pragma once
 
 #include <functional>
