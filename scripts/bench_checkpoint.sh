@@ -47,13 +47,15 @@ save_rates=(); load_rates=(); save_s=(); load_s=()
 for i in $(seq "$repeat"); do
   c="$dir/ckpt$i"
   config "$c" 1 "" > "$dir/save.json"
-  out=$("$ds" launch -n 2 -- "$ds" train --config "$dir/save.json" 2>&1)
+  out=$("$ds" launch -n 2 -- "$ds" train --config "$dir/save.json" 2>&1) ||
+    { echo "$out" | tail -20 >&2; exit 1; }
   mb=$(du -sm --apparent-size "$c/step1" | cut -f1)
   s=$(echo "$out" | sed -nE 's/.*saved checkpoint .* in ([0-9.e+-]+) s .*/\1/p')
   save_s+=("$s"); save_rates+=("$(awk -v m="$mb" -v s="$s" 'BEGIN {printf "%.0f", m * 1.048576 / s}')")
   sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true  # cold read when allowed
   config "$c" 0 step1 > "$dir/load.json"
-  out=$("$ds" launch -n 2 -- "$ds" train --config "$dir/load.json" 2>&1)
+  out=$("$ds" launch -n 2 -- "$ds" train --config "$dir/load.json" 2>&1) ||
+    { echo "$out" | tail -20 >&2; exit 1; }
   s=$(echo "$out" | sed -nE 's/.*resumed from .* in ([0-9.e+-]+) s.*/\1/p')
   load_s+=("$s"); load_rates+=("$(awk -v m="$mb" -v s="$s" 'BEGIN {printf "%.0f", m * 1.048576 / s}')")
   rm -rf "$c" "$c.run"

@@ -338,6 +338,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                                      {"seed", run.train.seed},
                                      {"data_train", run.data.train},
                                      {"world_size", group.size()},
+                                     {"run_config", nlohmann::json::parse(run.resolved_json)},
                                      {"model",
                                       {{"preset", run.model.preset},
                                        {"n_layer", gpt_cfg.n_layer},
