@@ -8,9 +8,9 @@
 //  - stage 2 stages gradients through K = (overlap_comm ? 2 : 1) buffers of the largest bucket,
 //    g·min(reduce_bucket_size, Ψ) each, and with accumulation > 1 (reduce_scatter) receives into
 //    K buffers of that bucket's slice;
-//  - stage 3 with accumulation > 1 receives each unit's reduced slice into a buffer of the largest
-//    unit's slice, g·ceil(U/N). The gathered parameters (root, persistent units and the units
-//    running or prefetched) are not model states: the ledger counts them apart.
+//  - stage 3 with accumulation > 1 receives each unit's reduced slice into K buffers of the
+//    largest unit's slice, g·ceil(U/N) each. The gathered parameters (root, persistent units and
+//    the units running or prefetched) are not model states: the ledger counts them apart.
 #include "deepshard/zero/estimator.h"
 
 #include <algorithm>
@@ -91,7 +91,8 @@ ModelStateEstimate estimate_model_states(const EstimateInput& in) {
     }
   }
   if (in.stage == 3 && in.gradient_accumulation_steps > 1) {
-    e.comm_buffers = g * ((in.largest_unit_params + in.world_size - 1) / in.world_size);
+    const int64_t buffers = in.overlap_comm ? 2 : 1;
+    e.comm_buffers = buffers * g * ((in.largest_unit_params + in.world_size - 1) / in.world_size);
   }
   if (in.offload_optimizer != config::OffloadDevice::kNone) e.offloaded += e.master + e.optimizer;
   if (in.offload_param != config::OffloadDevice::kNone && in.stage >= 3) e.offloaded += e.params;

@@ -103,8 +103,10 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
   if (config_.gradient_accumulation_steps > 1) {
     int64_t largest = 0;
     for (const auto& u : units_) largest = std::max(largest, u->slice_numel());
-    receive_ = torch::zeros({largest}, grad_shard_.options());
-    ledger_.allocate(MemoryCategory::kCommBuffers, largest * 4);
+    for (int b = 0; b < (config_.zero.overlap_comm ? 2 : 1); ++b) {
+      receive_.push_back(torch::zeros({largest}, grad_shard_.options()));
+      ledger_.allocate(MemoryCategory::kCommBuffers, largest * 4);
+    }
   }
 
   std::vector<optim::ParamRange> ranges;
@@ -283,16 +285,32 @@ void Stage3Engine::reduce_unit(size_t u) {
   Stage3Unit& unit = *units_[u];
   torch::NoGradGuard no_grad;
   if (!unit.grads_begun()) before_unit_backward(u);  // no gradient arrived: reduce zeros
-  at::Tensor full = unit.take_grads();
-  ledger_.release(MemoryCategory::kGradients, unit.padded_numel() * unit.element_size());
-  if (full.scalar_type() != at::kFloat) full = full.to(at::kFloat);
+  // Two reductions in flight at most with overlap_comm (each with its own receive buffer).
+  const size_t max_in_flight = config_.zero.overlap_comm ? 2 : 1;
+  while (reducing_.size() >= max_in_flight) finish_reduction();
+  Reduction r;
+  r.grads = unit.take_grads();
+  r.ledger_bytes = unit.padded_numel() * unit.element_size();
+  if (r.grads.scalar_type() != at::kFloat) r.grads = r.grads.to(at::kFloat);
   // The window's first micro-step writes the shard; later ones add into it.
-  at::Tensor slice = grad_shard_.narrow(0, slice_offsets_[u], unit.slice_numel());
-  const at::Tensor out = first_micro_step_ ? slice : receive_.narrow(0, 0, unit.slice_numel());
-  group_.reduce_scatter(out, full, comm::ReduceOp::kAvg);
-  if (!first_micro_step_) slice.add_(out);
+  r.slice = grad_shard_.narrow(0, slice_offsets_[u], unit.slice_numel());
+  r.out = first_micro_step_
+              ? r.slice
+              : receive_[reductions_started_ % receive_.size()].narrow(0, 0, unit.slice_numel());
+  ++reductions_started_;
+  r.work = group_.reduce_scatter_async(r.out, r.grads, comm::ReduceOp::kAvg);
+  reducing_.push_back(std::move(r));
   reduced_[u] = true;
   release_unless_reused(u);
+  if (!config_.zero.overlap_comm) finish_reduction();
+}
+
+void Stage3Engine::finish_reduction() {
+  Reduction& r = reducing_.front();
+  r.work.wait();
+  if (!r.out.is_same(r.slice)) r.slice.add_(r.out);
+  ledger_.release(MemoryCategory::kGradients, r.ledger_bytes);
+  reducing_.pop_front();  // frees the unit's full gradients
 }
 
 void Stage3Engine::after_backward(bool) {
@@ -301,6 +319,7 @@ void Stage3Engine::after_backward(bool) {
   for (size_t u = 0; u < units_.size(); ++u) {
     if (!reduced_[u]) reduce_unit(u);
   }
+  while (!reducing_.empty()) finish_reduction();
   in_backward_ = false;
   // Nothing stays gathered into the step but persistent units (a prefetch the pass never used,
   // after a departure from the trace).

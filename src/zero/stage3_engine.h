@@ -22,6 +22,7 @@
 // their slices; the engine adopts them instead of partitioning full blocks.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -77,7 +78,17 @@ class Stage3Engine : public Engine {
   bool reused_soon(size_t u) const;
   void before_unit_backward(size_t u);
   void on_grad_ready(size_t u);
-  void reduce_unit(size_t u);  // reduce-scatter the unit's gradients, free them, release it
+  // Reduce-scatter the unit's gradients into its grad_shard_ slice and release the unit; with
+  // overlap_comm the reduction runs on while backward goes on (at most two in flight).
+  void reduce_unit(size_t u);
+  struct Reduction {  // one unit's reduce-scatter in flight
+    comm::Work work;
+    at::Tensor grads;  // the unit's full gradients (the collective's input), freed on completion
+    at::Tensor out;    // receive buffer when accumulating (added into slice), else the slice
+    at::Tensor slice;
+    int64_t ledger_bytes = 0;  // of the unit's gradient buffer
+  };
+  void finish_reduction();  // waits for the oldest reduction in flight and completes it
 
   ShardingPlan plan_;
   std::vector<std::unique_ptr<Stage3Unit>> units_;
@@ -89,7 +100,10 @@ class Stage3Engine : public Engine {
   at::Tensor shard_;       // this rank's slices of every unit, in the parameters' dtype
   at::Tensor master_;      // fp32 master of the shard (the same tensor as shard_ in fp32)
   at::Tensor grad_shard_;  // fp32 reduced gradients of the shard, summed over micro-steps
-  at::Tensor receive_;     // accumulation > 1: a reduce-scatter's output, added into grad_shard_
+  // Accumulation > 1: reduce-scatter outputs, added into grad_shard_ (two with overlap_comm).
+  std::vector<at::Tensor> receive_;
+  std::deque<Reduction> reducing_;  // in flight, oldest first
+  size_t reductions_started_ = 0;   // picks the receive buffer
   std::unique_ptr<optim::FlatAdam> adam_;
   std::vector<std::function<void()>> pre_backward_;  // per unit, referenced by autograd nodes
   // Per backward: the unit's gradients still to arrive, and whether it was reduced.

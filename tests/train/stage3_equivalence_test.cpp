@@ -3,8 +3,9 @@
 // 20 steps within 1e-4 relative, with gradient accumulation 1 and 2 and clipping on, prefetch off
 // and on, the blocks released after use (persistence threshold 0) or kept (a large threshold, or
 // capped by stage3_model_persistence_threshold), reuse distances 0, root + 1 and 1e9, a small
-// stage3_max_live_parameters, and a parameter count not divisible by N. The summaries show
-// the partitioned model states and the bound on gathered parameters.
+// stage3_max_live_parameters, overlap_comm on (reductions in flight during backward) and off, and
+// a parameter count not divisible by N. The summaries show the partitioned model states and the
+// bound on gathered parameters.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,7 +31,8 @@ struct Stage3Knobs {
   int64_t model_persistence = INT64_MAX;
   int64_t prefetch_bucket = 0;  // 0: no prefetch
   int64_t max_live = 1'000'000'000;
-  int64_t reuse = 0;  // stage3_max_reuse_distance (DeepSpeed's default is 1e9)
+  int64_t reuse = 0;         // stage3_max_reuse_distance (DeepSpeed's default is 1e9)
+  bool overlap_comm = true;  // stage 3's default: reductions run on during backward
 };
 
 // The config sections (merged over the tiny run config) of a stage-3 run.
@@ -41,7 +43,8 @@ std::string stage3_section(const Stage3Knobs& knobs, const std::string& model = 
                             {"stage3_param_persistence_threshold", knobs.persistence},
                             {"stage3_prefetch_bucket_size", knobs.prefetch_bucket},
                             {"stage3_max_live_parameters", knobs.max_live},
-                            {"stage3_max_reuse_distance", knobs.reuse}}}};
+                            {"stage3_max_reuse_distance", knobs.reuse},
+                            {"overlap_comm", knobs.overlap_comm}}}};
   if (knobs.model_persistence != INT64_MAX)
     extra["zero_optimization"]["stage3_model_persistence_threshold"] = knobs.model_persistence;
   if (!model.empty()) extra["model"] = nlohmann::json::parse(model);
@@ -95,7 +98,8 @@ TEST(Stage3Equivalence, ReproducesSingleRankLosses) {
         peak_blocks = 2;
       } else if (ranks == 3) {
         knobs.reuse = root + 1;
-        what = "prefetch, reuse distance root + 1";
+        knobs.overlap_comm = false;  // each reduction completes before backward goes on
+        what = "prefetch, reuse distance root + 1, no overlap_comm";
         peak_blocks = 2;  // prefetch: h.1 while h.0 runs
       } else if (gas == 1) {
         what = "released after use";
