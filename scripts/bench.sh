@@ -68,7 +68,7 @@ echo "| case | ranks | micro/rank | tokens/s (median of $repeat) | runs | comm w
 echo "|---|---|---|---|---|---|---|---|"
 for c in "${cases[@]}"; do
   read -r ranks micro extra <<<"$(case_args "$c")"
-  sorted=$(cat "$out_dir/$c-"*.result | sort -n)
+  sorted=$(cat "$out_dir/$c-"[0-9]*.result | sort -n)
   median=$(echo "$sorted" | sed -n "$(( (repeat + 1) / 2 ))p")
   read -r tps rss params wait <<<"$median"
   runs=$(echo "$sorted" | awk '{printf "%s%.0f", (NR>1?", ":""), $1}')

@@ -7,6 +7,8 @@
 
 #include "deepshard/util/error.h"
 
+#include <cstdlib>
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -39,8 +41,9 @@ at::Tensor storage_alias(const at::Tensor& tensor) {
 
 void return_large_frees_to_os() {
 #if defined(__GLIBC__)
+  // A user's own glibc tuning (the MALLOC_MMAP_THRESHOLD_ environment variable) wins.
   static const bool done = [] {
-    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 1 << 20);
     return true;
   }();
   (void)done;
