@@ -32,7 +32,7 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
         for (const auto& u : plan_.units) names.push_back(u.name);
         return names;
       }()) {
-  // Freed gathered units must lower the RSS (storage_resize.h).
+  // The full parameter storage the units replace must leave the process (storage_resize.h).
   return_large_frees_to_os();
   const int n = group_.size(), rank = group_.rank();
   int64_t shard_numel = 0;
@@ -138,6 +138,8 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
   plan_.install(
       [this](size_t u, const std::function<at::Tensor()>& body) { return run_unit(u, body); },
       reverse_units_for_test(group_.rank()));
+  // The model is partitioned: from here on, freed activations are reused (storage_resize.h).
+  keep_freed_memory_for_reuse();
 }
 
 Stage3Engine::~Stage3Engine() {

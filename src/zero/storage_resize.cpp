@@ -4,10 +4,13 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/StorageImpl.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 #include "deepshard/util/error.h"
-
-#include <cstdlib>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -21,6 +24,32 @@ void free_storage(const at::Tensor& tensor) {
   storage->set_nbytes(0);
 }
 
+namespace {
+
+// Host memory for a gathered unit straight from the kernel: munmap gives it back the moment the
+// unit is released, whatever malloc's thresholds are (glibc would otherwise serve sizes under
+// its mmap threshold from the heap, where a freed block in the middle stays resident).
+struct HostMapping {
+  void* address;
+  size_t bytes;
+};
+
+void unmap(void* context) {
+  auto* mapping = static_cast<HostMapping*>(context);
+  ::munmap(mapping->address, mapping->bytes);
+  delete mapping;
+}
+
+at::DataPtr map_host_memory(size_t bytes, c10::Device device) {
+  void* address =
+      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  DS_CHECK(address != MAP_FAILED, Error, "ZeRO-3: cannot map ", bytes,
+           " bytes for a gathered unit: ", std::strerror(errno));
+  return at::DataPtr(address, new HostMapping{address, bytes}, &unmap, device);
+}
+
+}  // namespace
+
 void allocate_storage(const at::Tensor& tensor, size_t bytes) {
   c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
   DS_ASSERT(storage->nbytes() == 0, "allocate_storage: the storage still holds ", storage->nbytes(),
@@ -28,7 +57,9 @@ void allocate_storage(const at::Tensor& tensor, size_t bytes) {
   DS_CHECK(storage->resizable() && storage->allocator() != nullptr, Error,
            "allocate_storage: the storage of a ", tensor.sizes(), " ", tensor.scalar_type(),
            " tensor cannot be resized (external memory)");
-  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+  const bool host = storage->device().is_cpu() && bytes > 0;
+  storage->set_data_ptr_noswap(host ? map_host_memory(bytes, storage->device())
+                                    : storage->allocator()->allocate(bytes));
   storage->set_nbytes(bytes);
 }
 
@@ -39,15 +70,21 @@ at::Tensor storage_alias(const at::Tensor& tensor) {
       .set_(tensor.storage(), tensor.storage_offset(), tensor.sizes(), tensor.strides());
 }
 
-void return_large_frees_to_os() {
+namespace {
+
+// A user's own glibc tuning (the MALLOC_MMAP_THRESHOLD_ environment variable) wins.
+void set_mmap_threshold(int bytes) {
 #if defined(__GLIBC__)
-  // A user's own glibc tuning (the MALLOC_MMAP_THRESHOLD_ environment variable) wins.
-  static const bool done = [] {
-    if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 1 << 20);
-    return true;
-  }();
-  (void)done;
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, bytes);
+#else
+  (void)bytes;
 #endif
 }
+
+}  // namespace
+
+void return_large_frees_to_os() { set_mmap_threshold(1 << 20); }
+
+void keep_freed_memory_for_reuse() { set_mmap_threshold(32 << 20); }
 
 }  // namespace deepshard::zero

@@ -13,7 +13,8 @@ namespace deepshard::zero {
 
 // Gives `tensor`'s storage zero bytes (every view of it keeps its sizes but has no memory).
 void free_storage(const at::Tensor& tensor);
-// Gives `tensor`'s storage `bytes` fresh bytes from its own allocator (contents undefined).
+// Gives `tensor`'s storage `bytes` fresh bytes (contents undefined): on the CPU an anonymous
+// mapping of its own (returned to the OS when freed), elsewhere from the storage's allocator.
 void allocate_storage(const at::Tensor& tensor, size_t bytes);
 bool storage_allocated(const at::Tensor& tensor);
 // A tensor over `tensor`'s storage, offset and shape with its own version counter: writing
@@ -21,10 +22,15 @@ bool storage_allocated(const at::Tensor& tensor);
 // and its views.
 at::Tensor storage_alias(const at::Tensor& tensor);
 
-// Process-wide, once (glibc): allocations of 1 MiB and more are mmapped, so a freed storage goes
-// back to the OS at once. By default glibc raises its mmap threshold (up to 32 MiB) whenever an
-// mmapped block is freed, after which gathered units come from the heap and freeing them does not
-// lower the process's RSS. A fixed threshold turns that adjustment off. No-op elsewhere.
+// Process-wide malloc policy (glibc; no-op elsewhere; left alone when the MALLOC_MMAP_THRESHOLD_
+// environment variable is set). While a partitioned model is built, allocations of 1 MiB and
+// more are mmapped, so the full parameter storage each unit replaces goes back to the OS at once
+// (glibc raises its threshold up to 32 MiB after the first such free, and heap blocks freed in
+// the middle stay resident). Training then keeps a fixed 32 MiB threshold: activations are
+// reused from the heap instead of being mapped (and page-faulted) afresh on every step, which cost
+// stage 3 a fifth of its throughput. Gathered units do not depend on it: on the CPU
+// allocate_storage maps them directly, so a released unit always leaves the process.
 void return_large_frees_to_os();
+void keep_freed_memory_for_reuse();
 
 }  // namespace deepshard::zero
