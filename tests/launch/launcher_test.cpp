@@ -47,6 +47,14 @@ bool alive(pid_t pid) {
 }
 
 // Reads `p`'s output until `text` has appeared `count` times or `timeout_s` passed.
+// `deepshard launch -n N -- sh -c SCRIPT`, started in the background.
+SubprocessOptions launch_shell(int ranks, const std::string& script) {
+  SubprocessOptions o;
+  o.argv = {
+      testing::deepshard_exe(), "launch", "-n", std::to_string(ranks), "--", "sh", "-c", script};
+  return o;
+}
+
 std::string read_until(Subprocess& p, const std::string& text, int count, double timeout_s) {
   std::string out;
   auto start = std::chrono::steady_clock::now();
@@ -231,17 +239,9 @@ TEST(LaunchCommand, RankIgnoringSigtermIsKilledAfterTheGrace) {
 }
 
 TEST(LaunchCommand, SigtermReachesEveryRank) {
-  SubprocessOptions o;
-  o.argv = {testing::deepshard_exe(),
-            "launch",
-            "-n",
-            "2",
-            "--",
-            "sh",
-            "-c",
-            "trap 'echo got TERM $RANK; exit 0' TERM; echo ready; "
-            "while :; do sleep 0.05; done"};
-  Subprocess launcher(o);
+  Subprocess launcher(launch_shell(2,
+                                   "trap 'echo got TERM $RANK; exit 0' TERM; echo ready; "
+                                   "while :; do sleep 0.05; done"));
   std::string out = read_until(launcher, "ready", 2, 30);
   ASSERT_NE(out.find("[rank 1] ready"), std::string::npos) << out;
   launcher.signal(SIGTERM);
@@ -256,16 +256,7 @@ TEST(LaunchCommand, SigtermReachesEveryRank) {
 }
 
 TEST(LaunchCommand, SigtermWithRanksDyingOfItFailsAs128PlusTheSignal) {
-  SubprocessOptions o;
-  o.argv = {testing::deepshard_exe(),
-            "launch",
-            "-n",
-            "2",
-            "--",
-            "sh",
-            "-c",
-            "echo ready; while :; do sleep 0.05; done"};
-  Subprocess launcher(o);
+  Subprocess launcher(launch_shell(2, "echo ready; while :; do sleep 0.05; done"));
   read_until(launcher, "ready", 2, 30);
   launcher.signal(SIGTERM);
   auto status = launcher.wait(30);
@@ -275,16 +266,8 @@ TEST(LaunchCommand, SigtermWithRanksDyingOfItFailsAs128PlusTheSignal) {
 
 TEST(LaunchCommand, KilledLauncherLeavesNoRankBehind) {
   testing::TempDir dir;
-  SubprocessOptions o;
-  o.argv = {testing::deepshard_exe(),
-            "launch",
-            "-n",
-            "3",
-            "--",
-            "sh",
-            "-c",
-            "echo $$ > " + dir.path() + "/pid$RANK; echo ready; exec sleep 1000"};
-  Subprocess launcher(o);
+  Subprocess launcher(
+      launch_shell(3, "echo $$ > " + dir.path() + "/pid$RANK; echo ready; exec sleep 1000"));
   std::string out = read_until(launcher, "ready", 3, 30);
   ASSERT_NE(out.find("[rank 2] ready"), std::string::npos) << out;
   std::vector<pid_t> pids;
