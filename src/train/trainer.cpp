@@ -260,8 +260,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
       static_cast<double>(ds.train_batch_size) * static_cast<double>(gpt_cfg.block_size);
   double tokens_per_s_sum = 0.0;
   int64_t timed_steps = 0;
-  int64_t bytes_before = group.log().total().bytes;
-  double wait_before = group.log().total().wait_seconds;
+  comm::CommStats comm_before = group.log().total();
   double timed_wait = 0.0, timed_time = 0.0;  // comm wait and wall time of the timed steps
   const int64_t log_interval = std::max<int64_t>(1, run.train.log_interval);
 
@@ -287,7 +286,8 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
     const double loss = shared[0].item<double>();
     const bool stop = shared[1].item<double>() > 0;
     const double tokens_per_s = tokens_per_step / step_time;
-    const double comm_wait = group.log().total().wait_seconds - wait_before;
+    const comm::CommStats comm_now = group.log().total();
+    const double comm_wait = comm_now.wait_seconds - comm_before.wait_seconds;
     if (step > start_step) {
       tokens_per_s_sum += tokens_per_s;
       ++timed_steps;
@@ -298,7 +298,6 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
     summary.final_loss = loss;
     summary.steps = step + 1;
 
-    const int64_t bytes_now = group.log().total().bytes;
     nlohmann::json record = {{"step", step + 1},
                              {"loss", loss},
                              {"lr", result.lr},
@@ -308,10 +307,9 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                              {"tokens_per_s", tokens_per_s},
                              {"step_time_s", step_time},
                              {"comm_wait_s", comm_wait},
-                             {"comm_bytes", bytes_now - bytes_before},
+                             {"comm_bytes", comm_now.bytes - comm_before.bytes},
                              {"rss_bytes", monitor::current_rss_bytes()}};
-    bytes_before = bytes_now;
-    wait_before = group.log().total().wait_seconds;
+    comm_before = comm_now;
 
     const bool last = step + 1 == run.train.steps;
     const bool eval_now =
