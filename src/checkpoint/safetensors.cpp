@@ -25,24 +25,23 @@ static_assert(std::endian::native == std::endian::little, "safetensors I/O assum
 // The reference implementation refuses headers above 100 MB.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
+// The dtypes deepshard reads and writes, by their safetensors names (the integer and bool ones
+// for module buffers).
+constexpr std::pair<const char*, at::ScalarType> kDtypes[] = {
+    {"F32", at::kFloat}, {"F16", at::kHalf},  {"BF16", at::kBFloat16}, {"F64", at::kDouble},
+    {"I64", at::kLong},  {"I32", at::kInt},   {"I16", at::kShort},     {"I8", at::kChar},
+    {"U8", at::kByte},   {"BOOL", at::kBool}};
+
 std::optional<at::ScalarType> dtype_from_name(const std::string& name) {
-  if (name == "F32") return at::kFloat;
-  if (name == "F16") return at::kHalf;
-  if (name == "BF16") return at::kBFloat16;
+  for (const auto& [n, t] : kDtypes)
+    if (name == n) return t;
   return std::nullopt;
 }
 
 std::string dtype_name(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat:
-      return "F32";
-    case at::kHalf:
-      return "F16";
-    case at::kBFloat16:
-      return "BF16";
-    default:
-      return "";
-  }
+  for (const auto& [n, t] : kDtypes)
+    if (type == t) return n;
+  return "";
 }
 
 // One header entry, validated against the data section.
@@ -61,7 +60,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   const std::string dtype = j["dtype"].get<std::string>();
   const auto type = dtype_from_name(dtype);
   DS_CHECK(type, IoError, where(), "unsupported dtype '", dtype,
-           "' (deepshard reads F32, F16 and BF16)");
+           "' (deepshard reads F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL)");
   Entry e{name, *type, {}, 0, 0};
   DS_CHECK(j.contains("shape") && j["shape"].is_array(), IoError, where(), "missing shape");
   uint64_t numel = 1;
@@ -98,7 +97,7 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
     DS_CHECK(name != "__metadata__", IoError, path, ": '__metadata__' is not a tensor name");
     const std::string dtype = dtype_name(tensor.scalar_type());
     DS_CHECK(!dtype.empty(), IoError, path, ": tensor '", name, "' has dtype ",
-             tensor.scalar_type(), "; safetensors writing supports float32, float16, bfloat16");
+             tensor.scalar_type(), "; safetensors writing supports F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL");
     at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
     const uint64_t bytes = t.numel() * t.element_size();
     header[name] = {

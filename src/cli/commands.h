@@ -10,6 +10,9 @@ namespace deepshard::cli {
 
 using Args = std::vector<std::string>;
 
+// The whole command line (argv[1] names the command); returns the exit status. dispatch.cpp.
+int run_cli(int argc, char** argv);
+
 int run_launch_command(const Args& args);        // launch_cmd.cpp
 int run_train_command(const Args& args);         // train_cmd.cpp
 int run_config_command(const Args& args);        // config_cmd.cpp: `config check FILE...`

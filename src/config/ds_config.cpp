@@ -5,6 +5,7 @@
 #include "config/sections.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/util/error.h"
+#include "deepshard/util/log.h"
 
 namespace deepshard::config {
 
@@ -131,6 +132,16 @@ DsConfig parse_ds_config(const nlohmann::json& json, const ResolveContext& conte
   detail::Diagnostics diag(context.origin, warnings);
   DsConfig config = detail::parse_ds_config(json, context, diag, run_file);
   diag.throw_if_errors();
+  return config;
+}
+
+DsConfig load_ds_config(const std::string& path, int64_t dp_world_size) {
+  ResolveContext context;
+  context.dp_world_size = dp_world_size;
+  context.origin = path;
+  std::vector<std::string> warnings;
+  DsConfig config = parse_ds_config(read_json_file(path), context, &warnings);
+  for (const auto& w : warnings) log::warn(w);
   return config;
 }
 

@@ -33,7 +33,7 @@ GptImpl::GptImpl(const GptConfig& config, uint64_t seed, const BlockBuilt& on_bl
     blocks.emplace_back(config);
     h->push_back(blocks.back());
     init.init(*blocks.back(), "h." + std::to_string(i));
-    if (on_block_built) on_block_built(i, *blocks.back());
+    if (on_block_built) on_block_built(size_t(i), *blocks.back());
   }
   ln_f = register_module(
       "ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd}).eps(1e-5)));
@@ -49,10 +49,19 @@ at::Tensor GptImpl::forward(const at::Tensor& idx) {
   const at::Tensor pos = torch::arange(seq, idx.options());
   at::Tensor x = torch::dropout(wte(idx) + wpe(pos), config_.dropout, is_training());
   for (int64_t i = 0; i < int64_t(blocks.size()); ++i) {
-    x = block_runner_ ? block_runner_(i, blocks[i], x) : blocks[i]->forward(x);
+    x = unit_calls_(size_t(i), [&] {
+      return block_runner_ ? block_runner_(i, blocks[i], x) : blocks[i]->forward(x);
+    });
   }
   // The head reuses wte's weight ([vocab, C]): logits = ln_f(x) wte^T.
   return torch::linear(ln_f(x), wte->weight);
+}
+
+sharding::ShardingPlan GptImpl::sharding_plan() {
+  sharding::ShardingPlan plan(unit_calls_);
+  for (size_t i = 0; i < blocks.size(); ++i) plan.unit("h." + std::to_string(i), blocks[i].ptr());
+  plan.tie("wte.weight", "the output head (logits = ln_f(x) wte^T)");
+  return plan;
 }
 
 at::Tensor GptImpl::loss(const at::Tensor& idx, const at::Tensor& targets) {

@@ -28,6 +28,7 @@
 #include "deepshard/zero/partitioned_build.h"
 #include "train/memory_report.h"
 #include "train/save_weights.h"
+#include "util/fault_injection.h"
 
 namespace deepshard::train {
 namespace {
@@ -154,17 +155,6 @@ void print_progress(int64_t step, int64_t steps, double loss, double val_loss,
   std::fflush(stdout);
 }
 
-// Test hook: DEEPSHARD_TEST_FAIL_AT_STEP=S (and optionally DEEPSHARD_TEST_FAIL_RANK=R, default 0)
-// makes that rank throw at the start of step S, to test how a dying rank is handled.
-void maybe_inject_failure(int64_t step, int rank) {
-  static const char* at = std::getenv("DEEPSHARD_TEST_FAIL_AT_STEP");
-  static const char* who = std::getenv("DEEPSHARD_TEST_FAIL_RANK");
-  if (at == nullptr || std::atoll(at) != step) return;
-  if ((who ? std::atoi(who) : 0) != rank) return;
-  throw Error("injected failure at step " + std::to_string(step) +
-              " (DEEPSHARD_TEST_FAIL_AT_STEP)");
-}
-
 }  // namespace
 
 models::GptConfig gpt_config(const config::ModelConfig& m) {
@@ -214,15 +204,8 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
         group.size(), run.train.seed + 1);
   }
 
-  // Mixed precision: parameters and activations in the low-precision dtype; the engine keeps the
-  // fp32 master copy and gradient accumulation. libtorch 1.13 has no fp16 CPU kernels (layer
-  // norm, matmul): on CPU an fp16 run keeps fp32 compute and only the loss scaling applies.
-  const auto device = model->parameters().front().device();
-  if (ds.bf16.enabled) model->to(torch::kBFloat16);
-  if (ds.fp16.enabled && !device.is_cpu()) model->to(torch::kHalf);
-  if (ds.fp16.enabled && device.is_cpu() && rank0)
-    log::warn("fp16 on CPU: no fp16 kernels in libtorch 1.13; the model computes in fp32 with ",
-              "fp16's dynamic loss scaling");
+  // Mixed precision: the engine casts the model to the config's dtype (dtype_contract.h) and
+  // keeps the fp32 master copy and gradient accumulation.
   if (run.train.save_weights) check_weights_savable(ds);  // before the training, not after it
   auto engine = zero::Engine::initialize(model.ptr(), ds, group, zero_init.get());
   auto estimate_in = zero::estimate_input(ds, engine->num_parameters(), group.size(),
@@ -265,7 +248,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   const int64_t log_interval = std::max<int64_t>(1, run.train.log_interval);
 
   for (int64_t step = start_step; step < run.train.steps; ++step) {
-    maybe_inject_failure(step + 1, group.rank());
+    if (auto* faults = testing::fault_injection()) faults->at_train_step(step + 1, group.rank());
     const auto t0 = Clock::now();
     double loss_sum = 0.0;
     zero::StepResult result;

@@ -4,21 +4,18 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
-#include <signal.h>
 #include <torch/torch.h>
 
-#include <chrono>
-#include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 #include <unordered_set>
 
 #include "deepshard/checkpoint/tag_directory.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/optim/adam.h"
 #include "deepshard/util/error.h"
-#include "deepshard/zero/engine.h"
+#include "util/fault_injection.h"
+#include "zero/engine_base.h"
 #include "zero/rank_agreement.h"
 
 namespace deepshard::zero {
@@ -118,20 +115,7 @@ void set_cpu_rng_state(const std::string& hex) {
   gen.set_state(from_hex(hex));
 }
 
-// Test hooks, between building this rank's records and writing its shard file:
-// DEEPSHARD_TEST_SAVE_DELAY_MS=T sleeps T ms; DEEPSHARD_TEST_SAVE_KILL=R:TAG makes rank R kill
-// itself (SIGKILL, as `kill -9` would) while saving tag TAG.
-void save_test_hooks(int rank, const std::string& tag) {
-  if (const char* delay = std::getenv("DEEPSHARD_TEST_SAVE_DELAY_MS"))
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(delay)));
-  if (const char* kill = std::getenv("DEEPSHARD_TEST_SAVE_KILL")) {
-    const std::string spec = kill;
-    const size_t colon = spec.find(':');
-    if (colon != std::string::npos && std::atoi(spec.c_str()) == rank &&
-        spec.substr(colon + 1) == tag)
-      ::raise(SIGKILL);
-  }
-}
+constexpr const char* kModuleStateName = "module_state.safetensors";
 
 std::string what_of(const std::exception_ptr& e) {
   try {
@@ -157,7 +141,19 @@ std::string capture(Fn&& fn) {
 
 }  // namespace
 
-void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
+void EngineBase::load_module_state(const checkpoint::CheckpointReader& reader) {
+  const nlohmann::json& m = reader.manifest();
+  const std::string file = m.contains("module_state") ? m.at("module_state").get<std::string>() : "";
+  if (file.empty()) {
+    DS_CHECK(module_state_.empty(), IoError, reader.path(), ": checkpoint of a different model: ",
+             "it holds no module state, but this model has ", module_state_.tensors().front().first,
+             " (a buffer or frozen parameter)");
+    return;
+  }
+  module_state_.load(reader.path() + "/" + file);
+}
+
+void EngineBase::save_checkpoint(const std::string& dir, const std::string& tag,
                              const std::string& client_state_json) {
   torch::NoGradGuard no_grad;
   agree_on_operation(group_, detail::concat("save_checkpoint(dir '", dir, "', tag '", tag, "')"));
@@ -182,8 +178,11 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
       records.push_back({p.name, p.begin, p.end, StateKind::kExpAvg, p.exp_avg});
       records.push_back({p.name, p.begin, p.end, StateKind::kExpAvgSq, p.exp_avg_sq});
     }
-    save_test_hooks(rank, tag);
+    if (auto* faults = testing::fault_injection()) faults->before_shard_write(rank, tag);
     checkpoint::write_rank_shard(tmp_dir, rank, world, records);
+    // Buffers and frozen parameters are the same on every rank: rank 0 writes them.
+    if (rank == 0 && !module_state_.empty())
+      module_state_.save(tmp_dir + "/" + kModuleStateName);
   });
   // Every rank's RNG state travels with its status.
   const auto reports =
@@ -231,6 +230,7 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
                                    {"cur_hysteresis", s.cur_hysteresis}}}}},
                                {"rng", {{"cpu", rng}}},
                                {"client_state", client},
+                               {"module_state", module_state_.empty() ? "" : kModuleStateName},
                                {"config", config::to_json(config_)}};
     checkpoint::write_manifest(tmp_dir, manifest);
     checkpoint::publish_tag(dir, tag);
@@ -239,7 +239,7 @@ void Engine::save_checkpoint(const std::string& dir, const std::string& tag,
   check_all_succeeded(group_, "save_checkpoint: publishing " + tmp_dir, error);
 }
 
-LoadedCheckpoint Engine::load_checkpoint(const std::string& dir, const std::string& tag) {
+LoadedCheckpoint EngineBase::load_checkpoint(const std::string& dir, const std::string& tag) {
   torch::NoGradGuard no_grad;
   std::string path;
   std::string error = capture([&] { path = checkpoint::resolve_tag(dir, tag); });
@@ -261,6 +261,8 @@ LoadedCheckpoint Engine::load_checkpoint(const std::string& dir, const std::stri
   });
   check_all_succeeded(group_, "load_checkpoint " + path, error);
   publish_loaded_state();
+  error = capture([&] { load_module_state(*reader); });
+  check_all_succeeded(group_, "load_checkpoint " + path, error);
 
   const nlohmann::json& m = reader->manifest();
   LoadedCheckpoint out;

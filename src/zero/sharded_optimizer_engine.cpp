@@ -14,7 +14,7 @@ namespace deepshard::zero {
 ShardedOptimizerEngine::ShardedOptimizerEngine(std::shared_ptr<torch::nn::Module> model,
                                                const config::DsConfig& config, comm::Group& group,
                                                bool partition_grads)
-    : Engine(std::move(model), config, group), partition_grads_(partition_grads) {
+    : EngineBase(std::move(model), config, group), partition_grads_(partition_grads) {
   const int64_t bucket_numel = config_.zero.reduce_bucket_size;
   flat_ = std::make_unique<FlatParams>(
       *model_,
@@ -216,7 +216,7 @@ void ShardedOptimizerEngine::zero_grads() {
   if (reduce_source_.defined()) reduce_source_.zero_();
 }
 
-std::vector<Engine::StatePiece> ShardedOptimizerEngine::state_view(StateUse) {
+std::vector<EngineBase::StatePiece> ShardedOptimizerEngine::state_view(StateUse) {
   // Saving and loading both cover exactly the owned pieces.
   std::vector<StatePiece> out;
   for (const OwnedPiece& p : layout_->owned_pieces(group_.rank())) {

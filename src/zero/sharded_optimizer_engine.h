@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "deepshard/optim/adam.h"
-#include "deepshard/zero/engine.h"
+#include "zero/engine_base.h"
 #include "zero/flat_params.h"
 #include "zero/grad_buckets.h"
 #include "zero/grad_staging.h"
@@ -28,7 +28,7 @@ struct Node;
 
 namespace deepshard::zero {
 
-class ShardedOptimizerEngine : public Engine {
+class ShardedOptimizerEngine : public EngineBase {
  public:
   // `partition_grads`: stage 2 (keep only the reduced gradient shard across micro-steps).
   ShardedOptimizerEngine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,

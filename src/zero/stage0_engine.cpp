@@ -10,7 +10,7 @@ namespace deepshard::zero {
 
 Stage0Engine::Stage0Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
                            comm::Group& group)
-    : Engine(std::move(model), config, group) {
+    : EngineBase(std::move(model), config, group) {
   flat_ = std::make_unique<FlatParams>(*model_, /*alignment=*/1);
   num_parameters_ = flat_->numel();
   const int64_t elem = flat_->params().element_size();
@@ -86,7 +86,7 @@ void Stage0Engine::zero_grads() {
   if (!grads_fp32_.is_same(flat_->grads())) grads_fp32_.zero_();
 }
 
-std::vector<Engine::StatePiece> Stage0Engine::state_view(StateUse use) {
+std::vector<EngineBase::StatePiece> Stage0Engine::state_view(StateUse use) {
   // The state is replicated: loading fills all of it; saving splits every parameter evenly over
   // the ranks (each writes 1/N).
   const int64_t n = use == StateUse::kSave ? group_.size() : 1;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "deepshard/optim/adam.h"
-#include "deepshard/zero/engine.h"
+#include "zero/engine_base.h"
 #include "zero/flat_params.h"
 #include "zero/grad_buckets.h"
 
@@ -18,7 +18,7 @@ struct Node;
 
 namespace deepshard::zero {
 
-class Stage0Engine : public Engine {
+class Stage0Engine : public EngineBase {
  public:
   Stage0Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
                comm::Group& group);

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "deepshard/util/error.h"
 #include "deepshard/zero/partitioned_build.h"
@@ -14,42 +13,39 @@
 #include "zero/storage_resize.h"
 
 namespace deepshard::zero {
-namespace {
-
-// Test hook: DEEPSHARD_TEST_REVERSE_BLOCKS_RANK=R makes rank R run the model's units in the reverse
-// order (another branch than the other ranks: the trace comparison must name it).
-bool reverse_units_for_test(int rank) {
-  static const char* who = std::getenv("DEEPSHARD_TEST_REVERSE_BLOCKS_RANK");
-  return who != nullptr && std::atoi(who) == rank;
-}
-
-}  // namespace
 
 Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
                            comm::Group& group, PartitionedBuild* build)
-    : Engine(std::move(model), config, group), plan_(plan_sharding_units(*model_)), trace_([this] {
+    : EngineBase(std::move(model), config, group),
+      declared_(declared_plan(*model_)),
+      plan_(resolve_units(*model_, declared_)),
+      trace_([this] {
         std::vector<std::string> names;
         for (const auto& u : plan_.units) names.push_back(u.name);
         return names;
       }()) {
   // The full parameter storage the units replace must leave the process (storage_resize.h).
   return_large_frees_to_os();
-  const int n = group_.size(), rank = group_.rank();
-  int64_t shard_numel = 0;
+  create_units(build);
+  allocate_shards();
+  create_optimizer();
+  add_unit_hooks();
+  install_unit_wrapper();
+  // The model is partitioned: from here on, freed activations are reused (storage_resize.h).
+  keep_freed_memory_for_reuse();
+}
+
+void Stage3Engine::create_units(PartitionedBuild* build) {
   int64_t persistent_numel = 0;  // of the units made persistent by the thresholds
-  std::vector<bool> prebuilt;    // partitioned while the model was built (zero.Init)
+  int64_t shard_numel = 0;
   for (size_t i = 0; i < plan_.units.size(); ++i) {
     auto& spec = plan_.units[i];
     std::unique_ptr<Stage3Unit> unit = build != nullptr ? build->take_unit(i) : nullptr;
-    prebuilt.push_back(unit != nullptr);
+    prebuilt_.push_back(unit != nullptr);
     if (unit != nullptr) {
-      int64_t numel = 0;
-      for (const auto& e : spec.params) numel += e.param.numel();
-      DS_CHECK(unit->name() == spec.name && unit->numel() == numel, Error, "ZeRO-3: unit ",
-               spec.name, " of the model does not match the unit built under zero.Init (",
-               unit->name(), ")");
+      unit->adopt(spec.name, spec.params);
     } else {
-      unit = std::make_unique<Stage3Unit>(spec.name, std::move(spec.params), n);
+      unit = std::make_unique<Stage3Unit>(spec.name, std::move(spec.params), group_.size());
     }
     units_.push_back(std::move(unit));
     const Stage3Unit& u = *units_.back();
@@ -63,24 +59,21 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
     shard_numel += u.slice_numel();
     num_parameters_ += u.numel();
   }
-  for (const auto& tied : plan_.tied) {
-    bool in_root = false;
-    for (const auto& e : units_[0]->params()) in_root = in_root || e.name == tied.param;
-    DS_CHECK(in_root, Error, "ZeRO-3: tied parameter ", tied.param, " (also used by ", tied.users,
-             ") is not in the root unit");
-  }
+}
 
-  const auto dtype = units_[0]->params().front().param.scalar_type();
-  low_precision_params_ = dtype != at::kFloat;
-  const auto options = units_[0]->params().front().param.options().requires_grad(false);
+void Stage3Engine::allocate_shards() {
+  const int64_t shard_numel = slice_offsets_.back() + units_.back()->slice_numel();
+  const auto options = units_[0]->options();
+  low_precision_params_ = options.dtype() != at::kFloat;
   shard_ = torch::zeros({shard_numel}, options);
   ledger_.allocate(MemoryCategory::kParameters, shard_numel * shard_.element_size());
   in_flight_.resize(units_.size());
   for (size_t u = 0; u < units_.size(); ++u) {
     const at::Tensor slice = shard_.narrow(0, slice_offsets_[u], units_[u]->slice_numel());
-    if (prebuilt[u]) {  // released, its slice in a buffer of its own
-      DS_CHECK(units_[u]->element_size() == shard_.element_size(), Error, "ZeRO-3: unit ",
-               units_[u]->name(), " was built in another dtype than the root");
+    if (prebuilt_[u]) {  // released, its slice in a buffer of its own
+      DS_CHECK(units_[u]->options().dtype() == options.dtype(), Error, "ZeRO-3: unit ",
+               units_[u]->name(), " was built under zero.Init in ", units_[u]->options().dtype(),
+               ", the root is ", options.dtype());
       units_[u]->move_shard(slice);
       if (persistent_[u]) gather(u);
       continue;
@@ -108,17 +101,21 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
       ledger_.allocate(MemoryCategory::kCommBuffers, largest * 4);
     }
   }
+}
 
+void Stage3Engine::create_optimizer() {
   std::vector<optim::ParamRange> ranges;
   for (size_t u = 0; u < units_.size(); ++u) {
-    for (auto r : units_[u]->slice_ranges(rank, config_.optimizer.weight_decay)) {
+    for (auto r : units_[u]->slice_ranges(group_.rank(), config_.optimizer.weight_decay)) {
       r.offset += slice_offsets_[u];
       ranges.push_back(r);
     }
   }
-  adam_ = std::make_unique<optim::FlatAdam>(config_.optimizer, shard_numel, std::move(ranges));
-  ledger_.allocate(MemoryCategory::kOptimizerState, 2 * shard_numel * 4);
+  adam_ = std::make_unique<optim::FlatAdam>(config_.optimizer, shard_.numel(), std::move(ranges));
+  ledger_.allocate(MemoryCategory::kOptimizerState, 2 * shard_.numel() * 4);
+}
 
+void Stage3Engine::add_unit_hooks() {
   pending_.assign(units_.size(), 0);
   reduced_.assign(units_.size(), false);
   for (size_t u = 0; u < units_.size(); ++u) {
@@ -135,16 +132,18 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
       accumulators_.push_back(std::move(accumulator));
     }
   }
-  plan_.install(
-      [this](size_t u, const std::function<at::Tensor()>& body) { return run_unit(u, body); },
-      reverse_units_for_test(group_.rank()));
-  // The model is partitioned: from here on, freed activations are reused (storage_resize.h).
-  keep_freed_memory_for_reuse();
+}
+
+void Stage3Engine::install_unit_wrapper() {
+  // The plan's unit i is the engine's unit i + 1 (0 is the root).
+  wrapper_id_ = declared_.calls().add(
+      [this](size_t unit, const sharding::UnitBody& body) { return run_unit(unit + 1, body); },
+      sharding::kShardingLevel);
 }
 
 Stage3Engine::~Stage3Engine() {
   // The model's released units keep their shapes but no data from here on.
-  plan_.uninstall();
+  declared_.calls().remove(wrapper_id_);
 }
 
 void Stage3Engine::with_full_parameters(const std::function<void()>& fn) {
@@ -179,7 +178,8 @@ int64_t Stage3Engine::largest_unit_parameters() const {
 }
 
 at::Tensor Stage3Engine::run_unit(size_t u, const std::function<at::Tensor()>& body) {
-  DS_ASSERT(u > 0 && u < units_.size(), "ZeRO-3: no unit ", u);
+  DS_CHECK(u > 0 && u < units_.size(), Error, "ZeRO-3: the model ran unit ", u - 1,
+           " through its UnitCalls, but its sharding plan declares ", units_.size() - 1, " units");
   if (holding_all_) return body();
   // Only training forwards are part of the trace (an evaluation has no backward to pair with).
   if (!torch::GradMode::is_enabled()) {
@@ -359,7 +359,7 @@ void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor
 
 void Stage3Engine::zero_grads() { grad_shard_.zero_(); }
 
-std::vector<Engine::StatePiece> Stage3Engine::state_view(StateUse) {
+std::vector<EngineBase::StatePiece> Stage3Engine::state_view(StateUse) {
   // The pieces of every unit's slice, as element ranges of the parameters.
   std::vector<StatePiece> out;
   for (size_t u = 0; u < units_.size(); ++u) {

@@ -1,5 +1,6 @@
 // ZeRO stage 3 (design §5): parameters, gradients and optimizer state all partitioned. The model
-// is cut into units (sharding_plan.h); each unit's parameters live in one flat storage of N rank
+// is cut into the units it declares (deepshard/sharding/sharding_plan.h, resolved in unit_plan.h);
+// the engine wraps their forwards through the model's UnitCalls. Each unit's parameters live in one flat storage of N rank
 // slices (Stage3Unit) and this rank keeps only its slices: one shard buffer for all units (fp32:
 // it is also the master the optimizer updates). A unit is gathered before its forward and
 // released after it; the identity function on its output (pre_backward.h) re-gathers it before its
@@ -28,8 +29,9 @@
 #include <vector>
 
 #include "deepshard/optim/adam.h"
-#include "deepshard/zero/engine.h"
-#include "zero/sharding_plan.h"
+#include "zero/engine_base.h"
+#include "deepshard/sharding/sharding_plan.h"
+#include "zero/unit_plan.h"
 #include "zero/stage3_unit.h"
 #include "zero/unit_trace.h"
 
@@ -39,7 +41,7 @@ struct Node;
 
 namespace deepshard::zero {
 
-class Stage3Engine : public Engine {
+class Stage3Engine : public EngineBase {
  public:
   // `build`: the model's blocks were partitioned as it was built (zero.Init); they are adopted.
   Stage3Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
@@ -66,6 +68,19 @@ class Stage3Engine : public Engine {
   void publish_loaded_state() override;
 
  private:
+  // The constructor's steps, in order.
+  // The units (adopted from `build` or partitioned from the model), which stay gathered, where
+  // each slice sits in the shard buffers.
+  void create_units(PartitionedBuild* build);
+  // The shard buffer (this rank's slices), the units moved onto it, the fp32 master and gradient
+  // shard, the receive buffers.
+  void allocate_shards();
+  void create_optimizer();
+  // Grad-accumulator hooks (a unit's gradients complete) and pre-backward callbacks per unit.
+  void add_unit_hooks();
+  // Installs run_unit() as the model's outermost unit wrapper (removed by the destructor).
+  void install_unit_wrapper();
+
   at::Tensor run_unit(size_t u, const std::function<at::Tensor()>& body);
   void fetch(size_t u);  // gather u (waiting for a prefetch), record it, prefetch what follows
   void prefetch(size_t current);
@@ -90,8 +105,11 @@ class Stage3Engine : public Engine {
   };
   void finish_reduction();  // waits for the oldest reduction in flight and completes it
 
-  ShardingPlan plan_;
+  sharding::ShardingPlan declared_;  // the model's own declaration (its UnitCalls)
+  UnitPlan plan_;
+  int wrapper_id_ = 0;  // of run_unit in the model's UnitCalls
   std::vector<std::unique_ptr<Stage3Unit>> units_;
+  std::vector<bool> prebuilt_;  // partitioned while the model was built (zero.Init)
   std::vector<bool> persistent_;
   UnitTrace trace_;
   std::vector<comm::Work> in_flight_;  // per unit: its gather, until waited for

@@ -40,6 +40,19 @@ Stage3Unit::Stage3Unit(std::string name, std::vector<FlatParamEntry> params, int
   }
 }
 
+void Stage3Unit::adopt(const std::string& name, const std::vector<FlatParamEntry>& params) {
+  bool same = params.size() == params_.size();
+  for (size_t i = 0; same && i < params.size(); ++i)
+    same = params[i].param.unsafeGetTensorImpl() == params_[i].param.unsafeGetTensorImpl();
+  DS_CHECK(same, Error, "ZeRO-3: unit ", name, " of the model's sharding plan does not hold the ",
+           "parameters built for it under zero.Init (", name_, ": ", params_.size(),
+           " parameters, the plan's: ", params.size(),
+           "); the constructor must call the hook with plan unit i's module, without tied "
+           "parameters");
+  name_ = name;
+  for (size_t i = 0; i < params.size(); ++i) params_[i].name = params[i].name;
+}
+
 void Stage3Unit::partition(comm::Group& group, const at::Tensor& shard) {
   DS_ASSERT(gathered_ && shard.numel() == slice_numel() && shard.dtype() == full_.dtype());
   group.broadcast(full_, 0);

@@ -50,12 +50,18 @@ class Stage3Unit {
   // caller drops it).
   at::Tensor take_grads();
 
+  // A unit partitioned under zero.Init, taken over by the engine: checks that `params` (the plan's,
+  // named as the model names them) are exactly this unit's parameters, in order, and takes their
+  // names and `name`. Throws Error naming the unit otherwise.
+  void adopt(const std::string& name, const std::vector<FlatParamEntry>& params);
+
   const std::string& name() const { return name_; }
   const std::vector<FlatParamEntry>& params() const { return params_; }
   int64_t numel() const { return numel_; }  // parameters only
   int64_t padded_numel() const { return layout_.padded_numel(); }
   int64_t slice_numel() const { return layout_.shard_numel(); }
   int64_t element_size() const { return full_.element_size(); }
+  at::TensorOptions options() const { return full_.options(); }
   // Optimizer ranges over this unit's slice of rank `rank` (offsets relative to the slice).
   std::vector<optim::ParamRange> slice_ranges(int rank, double weight_decay) const;
   // The pieces of the parameters in rank `rank`'s slice (shard_offset relative to the slice; slot

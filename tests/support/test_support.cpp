@@ -65,6 +65,7 @@ void write_file(const std::string& path, const std::string& content) {
 }
 
 std::string deepshard_exe() { return DS_EXE; }
+std::string faults_exe() { return DS_FAULTS_EXE; }
 std::string binary_dir() { return DS_BINARY_DIR; }
 std::string source_dir() { return DS_SOURCE_DIR; }
 std::string shared_dir() { return DS_SHARED_DIR; }

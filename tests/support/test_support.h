@@ -41,6 +41,8 @@ void write_file(const std::string& path, const std::string& content);
 
 // Paths compiled in by tests/CMakeLists.txt.
 std::string deepshard_exe();
+// deepshard with the DEEPSHARD_TEST_* faults of tests/workers/fault_main.cpp.
+std::string faults_exe();
 std::string binary_dir();  // the build directory (worker executables live in binary_dir()/tests)
 std::string source_dir();
 std::string shared_dir();  // ../shared beside the checkout

@@ -47,7 +47,9 @@ class CheckpointResumeTest : public ::testing::Test {
     const std::string run_dir = dir_->file("run_" + name);
     const std::string config = dir_->file(name + ".json");
     write_file(config, tiny_run_config(*data_, run_dir, micro, gas, steps, extra));
-    auto r = run_ranks(ranks, deepshard_exe(), {"train", "--config", config}, 300, env);
+    // With faults to inject, the ranks are the test build of deepshard that injects them.
+    auto r = run_ranks(ranks, env.empty() ? deepshard_exe() : faults_exe(),
+                       {"train", "--config", config}, 300, env);
     Run out;
     out.status = r.exit_status;
     out.output = r.output;
@@ -190,7 +192,7 @@ TEST_F(CheckpointResumeTest, SigtermSavesAndResumesExactly) {
                                      extra(2, c, 1000, "", R"({"train": {"log_interval": 1}})")));
   launch::SubprocessOptions o;
   o.argv = {deepshard_exe(), "launch", "-n",       "2",   "--",
-            deepshard_exe(), "train",  "--config", config};
+            faults_exe(),    "train",  "--config", config};
   o.extra_env = {{"DEEPSHARD_TEST_SAVE_DELAY_MS", "0"}};
   launch::Subprocess launcher(o);
   std::string out;

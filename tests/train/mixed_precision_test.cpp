@@ -26,7 +26,7 @@ class MixedPrecision : public ::testing::TestWithParam<int> {};
 
 // fp16 with the initial scale 2^8 and hysteresis 1: DeepSpeed's DynamicLossScaler halves the
 // scale at the first overflow. Rank 1 puts +inf into its gradient at step kInf
-// (DEEPSHARD_TEST_INF_AT_STEP); rank 0's gradients are finite.
+// (DEEPSHARD_TEST_INF_AT_STEP of the test build deepshard_faults); rank 0's gradients are finite.
 TEST_P(MixedPrecision, Fp16OverflowSkipsTheStepOnEveryRank) {
   const int stage = GetParam();
   constexpr int64_t kSteps = 6, kInf = 3;
@@ -41,7 +41,7 @@ TEST_P(MixedPrecision, Fp16OverflowSkipsTheStepOnEveryRank) {
     const std::string config = dir.file(name + ".json");
     write_file(config, tiny_run_config(data, dir.file("run_" + name), kGlobalBatch / kRanks, 1,
                                        kSteps, extra.dump()));
-    auto r = run_ranks(kRanks, deepshard_exe(), {"train", "--config", config}, 120, env);
+    auto r = run_ranks(kRanks, faults_exe(), {"train", "--config", config}, 120, env);
     EXPECT_EQ(r.exit_status, 0) << r.output;
     auto metrics = read_metrics(dir.file("run_" + name));
     EXPECT_EQ(metrics.size(), static_cast<size_t>(kSteps)) << r.output;
@@ -100,7 +100,7 @@ TEST_P(MixedPrecision, Bf16OverflowCheckSkipsTheStepOnEveryRank) {
     write_file(config, tiny_run_config(data, dir.file("run_" + name), kGlobalBatch / kRanks, 1,
                                        kSteps, extra.dump()));
     return run_ranks(
-        kRanks, deepshard_exe(), {"train", "--config", config}, 120,
+        kRanks, faults_exe(), {"train", "--config", config}, 120,
         {{"DEEPSHARD_TEST_INF_AT_STEP", std::to_string(kInf)}, {"DEEPSHARD_TEST_INF_RANK", "1"}});
   };
   const auto checked = run("checked", true);

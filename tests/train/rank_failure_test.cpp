@@ -18,7 +18,7 @@ TEST(RankFailure, LauncherStopsEveryRankAndNamesTheFailedOne) {
   write_file(config,
              tiny_run_config(data, dir.file("run"), 4, 1, 20, R"({"comm": {"timeout_s": 600}})"));
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = run_ranks(2, deepshard_exe(), {"train", "--config", config}, 120,
+  auto r = run_ranks(2, faults_exe(), {"train", "--config", config}, 120,
                      {{"DEEPSHARD_TEST_FAIL_AT_STEP", "3"}, {"DEEPSHARD_TEST_FAIL_RANK", "1"}});
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -36,6 +36,11 @@ struct ResolveContext {
 DsConfig parse_ds_config(const nlohmann::json& json, const ResolveContext& context,
                          std::vector<std::string>* warnings, bool run_file = false);
 
+// A plain DeepSpeed config file (what deepspeed.initialize(config=PATH) reads) for
+// `dp_world_size` ranks: read_json_file + parse_ds_config; its warnings are logged (rank 0 only when
+// log::set_rank was called). Throws ConfigError naming the file and keys.
+DsConfig load_ds_config(const std::string& path, int64_t dp_world_size);
+
 // The resolved DeepSpeed config as JSON: every key with its value (defaults filled, "auto"
 // resolved, deprecated keys under their current names). parse_ds_config of it gives `config` back.
 nlohmann::json to_json(const DsConfig& config);

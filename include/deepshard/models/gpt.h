@@ -2,8 +2,9 @@
 // h.{i}.attn.c_attn, h.{i}.attn.c_proj, h.{i}.ln_2, h.{i}.mlp.c_fc, h.{i}.mlp.c_proj, ln_f; the
 // output head is tied to wte). Linear weights use torch's [out, in] layout (HF's Conv1D stores
 // [in, out]; converters transpose). GPT-2 initialisation, deterministic for a seed.
-// The model knows nothing about sharding: the engine may install a block runner that wraps each
-// block's call (to gather parameters, checkpoint activations, ...).
+// The model declares its sharding units through the public sharding API like any user model
+// (deepshard/sharding/sharding_plan.h): one unit per transformer block, wte tied to the head; its
+// blocks run through its UnitCalls, which engines wrap (ZeRO-3 gathers, ...).
 #pragma once
 
 #include <torch/nn/module.h>
@@ -15,6 +16,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+
+#include "deepshard/sharding/sharding_plan.h"
 
 namespace deepshard::models {
 
@@ -61,13 +64,13 @@ class BlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Block);
 
-class GptImpl : public torch::nn::Module {
+class GptImpl : public torch::nn::Module, public sharding::Shardable {
  public:
   // Builds and initialises the model with GPT-2's scheme (normal(0, 0.02) weights, c_proj scaled
   // by 1/sqrt(2 n_layer), zero biases, unit LayerNorms), drawn from a generator seeded by `seed`.
   // `on_block_built` (optional) is called with each block as soon as it is built and initialised,
   // before the next one exists (DeepSpeed's zero.Init: zero::PartitionedBuild partitions it).
-  using BlockBuilt = std::function<void(int64_t index, BlockImpl& block)>;
+  using BlockBuilt = sharding::UnitBuilt;
   GptImpl(const GptConfig& config, uint64_t seed, const BlockBuilt& on_block_built = nullptr);
 
   at::Tensor forward(const at::Tensor& idx);  // [B, T] int64 -> logits [B, T, vocab]
@@ -78,10 +81,15 @@ class GptImpl : public torch::nn::Module {
   std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t max_new_tokens,
                                 double temperature, int64_t top_k, uint64_t seed);
 
-  // Runs block i on x. Default: blocks[i]->forward(x). The engine may replace it (ZeRO-3 gathers,
-  // activation checkpointing) without the model knowing.
+  // Runs block i on x. Default: blocks[i]->forward(x). A runner set here runs inside the unit
+  // wrappers engines install (unit_calls()).
   using BlockRunner = std::function<at::Tensor(int64_t index, Block& block, const at::Tensor& x)>;
   void set_block_runner(BlockRunner runner) { block_runner_ = std::move(runner); }
+
+  // The sharding plan: unit i is block h.i, the root holds wte, wpe and ln_f; wte is tied to the
+  // output head (logits = ln_f(x) wte^T).
+  sharding::ShardingPlan sharding_plan() override;
+  sharding::UnitCalls& unit_calls() { return unit_calls_; }
 
   const GptConfig& config() const { return config_; }
   int64_t num_parameters() const;  // tied weights counted once
@@ -94,6 +102,7 @@ class GptImpl : public torch::nn::Module {
  private:
   GptConfig config_;
   BlockRunner block_runner_;
+  sharding::UnitCalls unit_calls_;
 };
 TORCH_MODULE(Gpt);
 

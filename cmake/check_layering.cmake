@@ -1,0 +1,52 @@
+# The layering check (a CTest test, `ctest -R Layering`): every file of a layer includes only
+# headers of the layers it may depend on (the DEPS of ds_layer in CMakeLists.txt, transitively),
+# public ("deepshard/<layer>/...") and private ("<layer>/..." under src/) alike. Deliberately
+# stricter than the link graph in one place: zero links models through checkpoint, but no file of
+# zero may include a models header (models are users of the sharding API, never known to zero).
+#   cmake -DSOURCE_DIR=<repository> -P cmake/check_layering.cmake
+cmake_minimum_required(VERSION 3.20)
+set(allowed_util util)
+set(allowed_config util config)
+set(allowed_comm util config comm)
+set(allowed_launch util launch)
+set(allowed_data util data)
+set(allowed_sharding util sharding)
+set(allowed_models util sharding models)
+set(allowed_optim util config optim)
+set(allowed_checkpoint util sharding models checkpoint)
+set(allowed_zero util config comm optim sharding checkpoint zero)
+set(allowed_monitor util monitor)
+set(allowed_train util config comm data sharding models optim checkpoint zero monitor train)
+set(allowed_cli util config comm launch data sharding models optim checkpoint zero monitor train
+    cli)
+set(layers util config comm launch data sharding models optim checkpoint zero monitor train cli)
+
+set(problems "")
+foreach(layer ${layers})
+  file(GLOB_RECURSE files ${SOURCE_DIR}/include/deepshard/${layer}/*.h
+       ${SOURCE_DIR}/src/${layer}/*.h ${SOURCE_DIR}/src/${layer}/*.cpp)
+  foreach(f ${files})
+    file(STRINGS ${f} includes REGEX "^#include [\"<]")
+    foreach(line ${includes})
+      # "deepshard/<layer>/x.h" (public) or "<layer>/x.h" (private, src/).
+      if(line MATCHES "^#include [\"<]deepshard/([a-z_]+)/")
+        set(dep ${CMAKE_MATCH_1})
+      elseif(line MATCHES "^#include \"([a-z_]+)/")
+        set(dep ${CMAKE_MATCH_1})
+        if(NOT dep IN_LIST layers)
+          continue()
+        endif()
+      else()
+        continue()
+      endif()
+      if(NOT dep IN_LIST allowed_${layer})
+        file(RELATIVE_PATH rel ${SOURCE_DIR} ${f})
+        string(APPEND problems "\n  ${rel}: ${line} (layer ${layer} may include: ${allowed_${layer}})")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+if(problems)
+  message(FATAL_ERROR "layering violations:${problems}")
+endif()
+message(STATUS "layering: every include points to an allowed layer")

@@ -1,0 +1,61 @@
+// The deepshard executable's dispatch (run_cli): to the subcommands declared in commands.h. The
+// only place that catches deepshard errors: it prints them (with usage for UsageError) and returns
+// non-zero.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "cli/commands.h"
+#include "deepshard/util/error.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(const deepshard::cli::Args&);
+  const char* summary;
+};
+
+const Command kCommands[] = {
+    {"launch", deepshard::cli::run_launch_command,
+     "start N local ranks of a command with torchrun's environment"},
+    {"train", deepshard::cli::run_train_command, "train a GPT from a run file"},
+    {"config", deepshard::cli::run_config_command, "validate DeepSpeed or run config files"},
+    {"estimate", deepshard::cli::run_estimate_command, "model-state memory per rank, stages 0-3"},
+    {"prepare-data", deepshard::cli::run_prepare_data_command, "turn text into token files"},
+    {"generate", deepshard::cli::run_generate_command,
+     "sample text from a checkpoint or Hugging Face GPT-2 safetensors weights"},
+    {"convert", deepshard::cli::run_convert_command,
+     "write a checkpoint's weights as Hugging Face GPT-2 safetensors"},
+};
+
+void print_usage(FILE* out) {
+  std::fprintf(out, "usage: deepshard COMMAND [ARGS...]   (deepshard COMMAND --help for more)\n\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-13s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int deepshard::cli::run_cli(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    print_usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) != 0) continue;
+    try {
+      return c.run(deepshard::cli::Args(argv + 2, argv + argc));
+    } catch (const deepshard::UsageError& e) {
+      std::fprintf(stderr, "deepshard %s: %s\n(see: deepshard %s --help)\n", c.name, e.what(),
+                   c.name);
+      return 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "deepshard %s: error: %s\n", c.name, e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "deepshard: unknown command '%s'\n\n", argv[1]);
+  print_usage(stderr);
+  return 2;
+}

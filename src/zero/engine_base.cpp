@@ -1,0 +1,110 @@
+// EngineBase (see engine_base.h): accumulation-window bookkeeping, the LR schedule, the update at
+// the boundary; the dtype contract and module state at construction.
+#include "zero/engine_base.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+
+#include "deepshard/optim/clip.h"
+#include "deepshard/optim/lr_schedule.h"
+#include "deepshard/util/error.h"
+#include "util/fault_injection.h"
+#include "zero/dtype_contract.h"
+
+namespace deepshard::zero {
+
+EngineBase::EngineBase(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
+                       comm::Group& group)
+    : model_(std::move(model)),
+      config_(config),
+      group_(group),
+      scaler_(optim::LossScaler::from_config(config.fp16)) {
+  schedule_ = optim::LrSchedule::create(config_.scheduler, config_.optimizer);
+  apply_dtype_contract(*model_, config_, /*warn=*/group_.rank() == 0);
+  // Buffers and frozen parameters start as rank 0's, as the parameters do.
+  module_state_ = ModuleState(*model_);
+  module_state_.broadcast(group_);
+}
+
+EngineBase::~EngineBase() = default;
+
+bool EngineBase::is_gradient_accumulation_boundary() const {
+  return (micro_steps_ + 1) % config_.gradient_accumulation_steps == 0;
+}
+
+double EngineBase::current_lr() const { return schedule_->lr(applied_steps_); }
+
+void EngineBase::backward(const at::Tensor& loss) {
+  DS_CHECK(loss.numel() == 1, Error, "backward: the loss must be a scalar, got shape ",
+           loss.sizes());
+  const bool boundary = is_gradient_accumulation_boundary();
+  before_backward(boundary);
+  try {
+    const double scale = scaler_.scale();
+    // fp32 and bf16 (scale 1) keep the unscaled expression: bit-for-bit as before.
+    const at::Tensor scaled = scale == 1.0 ? loss : loss * scale;
+    (scaled / static_cast<double>(config_.gradient_accumulation_steps)).backward();
+  } catch (...) {
+    after_backward(boundary);
+    throw;
+  }
+  after_backward(boundary);
+}
+
+StepResult EngineBase::step() {
+  StepResult result;
+  result.boundary = is_gradient_accumulation_boundary();
+  ++micro_steps_;
+  if (!result.boundary) return result;
+  const double lr = current_lr();
+  const double scale = scaler_.scale();
+  result =
+      apply_update({lr, schedule_->beta1(applied_steps_), schedule_->beta2(applied_steps_), scale});
+  result.boundary = true;
+  result.lr = lr;
+  result.loss_scale = scale;
+  // Every boundary, skipped or not (a fixed scaler ignores it); DeepSpeed logs on rank 0.
+  scaler_.update_scale(result.skipped, group_.rank() == 0);
+  ++global_steps_;
+  if (result.skipped) {
+    ++skipped_steps_;
+  } else {
+    ++applied_steps_;
+  }
+  return result;
+}
+
+StepResult EngineBase::apply_update(const UpdateRates& rates) {
+  StepResult result;
+  torch::NoGradGuard no_grad;
+  const at::Tensor grads = reduced_grads();
+  if (auto* faults = testing::fault_injection();
+      faults && faults->gradient_overflow(global_steps_ + 1, group_.rank()))
+    grads.narrow(0, 0, 1).fill_(std::numeric_limits<float>::infinity());
+  const double scaled_norm = global_grad_norm(grads);
+  result.grad_norm = scaled_norm / rates.loss_scale;
+  if (overflow_on_any_rank(scaled_norm)) {
+    zero_grads();
+    result.skipped = true;
+    return result;
+  }
+  update_parameters(rates, optim::unscale_and_clip_factor(scaled_norm, rates.loss_scale,
+                                                          config_.gradient_clipping));
+  zero_grads();
+  result.applied = true;
+  return result;
+}
+
+bool EngineBase::overflow_on_any_rank(double global_norm) {
+  // fp16 always; bf16 when bf16.check_grad_overflow (DeepSpeed's stage 1/2 default: true).
+  if (!config_.fp16.enabled && !(config_.bf16.enabled && config_.bf16.check_grad_overflow)) {
+    return false;
+  }
+  auto flag = torch::full({1}, std::isfinite(global_norm) ? 0.0f : 1.0f, torch::kFloat);
+  group_.all_reduce(flag, comm::ReduceOp::kMax);  // Gloo has no bool reduction
+  return flag.item<float>() > 0.0f;
+}
+
+}  // namespace deepshard::zero

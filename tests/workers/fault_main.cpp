@@ -1,0 +1,67 @@
+// deepshard_faults: the deepshard executable with faults injected for tests (the library's
+// testing::FaultInjection, src/util/fault_injection.h). The faults come from the environment,
+// read here, in test code, never in the library:
+//   DEEPSHARD_TEST_INF_AT_STEP=S [DEEPSHARD_TEST_INF_RANK=R, default 0]: rank R's reduced
+//     gradients overflow (+inf) at optimizer step S;
+//   DEEPSHARD_TEST_FAIL_AT_STEP=S [DEEPSHARD_TEST_FAIL_RANK=R, default 0]: rank R throws at the
+//     start of training step S;
+//   DEEPSHARD_TEST_SAVE_DELAY_MS=T: every rank sleeps T ms before writing its checkpoint shard;
+//   DEEPSHARD_TEST_SAVE_KILL=R:TAG: rank R kills itself (SIGKILL) while saving checkpoint TAG.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "cli/commands.h"
+#include "deepshard/util/error.h"
+#include "util/fault_injection.h"
+
+namespace deepshard::testing {
+namespace {
+
+std::optional<int64_t> env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::atoll(v);
+}
+
+class EnvFaults : public FaultInjection {
+ public:
+  bool gradient_overflow(int64_t step, int rank) override {
+    return inf_at_ && *inf_at_ == step && inf_rank_ == rank;
+  }
+  void before_shard_write(int rank, const std::string& tag) override {
+    if (save_delay_ms_) std::this_thread::sleep_for(std::chrono::milliseconds(*save_delay_ms_));
+    if (const char* kill = std::getenv("DEEPSHARD_TEST_SAVE_KILL")) {
+      const std::string spec = kill;
+      const size_t colon = spec.find(':');
+      if (colon != std::string::npos && std::atoi(spec.c_str()) == rank &&
+          spec.substr(colon + 1) == tag)
+        ::raise(SIGKILL);
+    }
+  }
+  void at_train_step(int64_t step, int rank) override {
+    if (fail_at_ && *fail_at_ == step && fail_rank_ == rank)
+      throw Error("injected failure at step " + std::to_string(step) +
+                  " (DEEPSHARD_TEST_FAIL_AT_STEP)");
+  }
+
+ private:
+  std::optional<int64_t> inf_at_ = env_int("DEEPSHARD_TEST_INF_AT_STEP");
+  int64_t inf_rank_ = env_int("DEEPSHARD_TEST_INF_RANK").value_or(0);
+  std::optional<int64_t> fail_at_ = env_int("DEEPSHARD_TEST_FAIL_AT_STEP");
+  int64_t fail_rank_ = env_int("DEEPSHARD_TEST_FAIL_RANK").value_or(0);
+  std::optional<int64_t> save_delay_ms_ = env_int("DEEPSHARD_TEST_SAVE_DELAY_MS");
+};
+
+}  // namespace
+}  // namespace deepshard::testing
+
+int main(int argc, char** argv) {
+  deepshard::testing::install_fault_injection(std::make_shared<deepshard::testing::EnvFaults>());
+  return deepshard::cli::run_cli(argc, argv);
+}
