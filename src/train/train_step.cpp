@@ -33,7 +33,8 @@ StepRecord train_one_step(TrainingRun& run, int64_t step) {
   double loss_sum = 0.0;
   for (int64_t micro = 0; micro < ds.gradient_accumulation_steps; ++micro) {
     auto batch = run.data.sampler->batch(step, micro);
-    auto loss = run.model->loss(batch.inputs, batch.targets);
+    auto loss =
+        run.activations->forward([&] { return run.model->loss(batch.inputs, batch.targets); });
     run.engine->backward(loss);
     r.result = run.engine->step();
     loss_sum += loss.item<double>();

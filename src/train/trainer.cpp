@@ -22,6 +22,7 @@ models::GptConfig gpt_config(const config::ModelConfig& m) {
 std::vector<std::unique_ptr<StepHook>> make_step_hooks(const TrainingRun& run) {
   std::vector<std::unique_ptr<StepHook>> hooks;
   hooks.push_back(make_throughput_hook(run));  // first: its comm snapshot closes the step
+  hooks.push_back(make_memory_profile_hook());
   hooks.push_back(make_evaluation_hook());
   hooks.push_back(make_progress_hook());
   hooks.push_back(make_metrics_file_hook(run));
@@ -38,6 +39,7 @@ TrainSummary run_training(const config::RunConfig& config, comm::Group& group) {
   resume(run);
 
   StopSignals stop_signals(run.checkpointing);
+  run.activations = std::make_unique<ActivationTracker>(config, run.rank0);
   auto hooks = make_step_hooks(run);
   for (int64_t step = run.start_step; step < config.train.steps; ++step) {
     StepRecord record = train_one_step(run, step);

@@ -1,9 +1,9 @@
 // The state one `deepshard train` run shares between its named steps, and the step functions
 // themselves. run_training (trainer.cpp) calls them in order:
 //   setup -> build_model -> build_data -> build_engine -> resume -> step loop -> finish
-// where the step loop runs train_one_step and then every StepHook (throughput, evaluation,
-// progress, metrics file, checkpointing) in order. A new per-step concern (a monitor, a timing
-// breakdown, a memory profile) is a StepHook in its own file, added to make_step_hooks.
+// where the step loop runs train_one_step and then every StepHook (throughput, memory profile,
+// evaluation, progress, metrics file, checkpointing) in order. A new per-step concern (a monitor, a
+// timing breakdown, a memory profile) is a StepHook in its own file, added to make_step_hooks.
 #pragma once
 
 #include <chrono>
@@ -22,6 +22,7 @@
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/estimator.h"
 #include "deepshard/zero/partitioned_build.h"
+#include "train/activation_tracker.h"
 
 namespace deepshard::train {
 
@@ -61,6 +62,8 @@ struct TrainingRun {
   bool checkpointing = false;  // train.save_interval or train.checkpoint_dir set
   std::string checkpoint_dir;
   int64_t start_step = 0;  // optimizer steps already done (0 unless resumed)
+  // Recompute (train.activation_checkpointing) and the activation meter, for the training loop.
+  std::unique_ptr<ActivationTracker> activations;
 
   TrainSummary summary;
 };
@@ -105,9 +108,10 @@ void resume(TrainingRun& run);
 StepRecord train_one_step(TrainingRun& run, int64_t step);
 // The hooks, in the order they run after each step.
 std::vector<std::unique_ptr<StepHook>> make_step_hooks(const TrainingRun& run);
-std::unique_ptr<StepHook> make_throughput_hook(const TrainingRun& run);    // throughput.cpp
-std::unique_ptr<StepHook> make_evaluation_hook();                          // evaluation.cpp
-std::unique_ptr<StepHook> make_progress_hook();                            // progress.cpp
+std::unique_ptr<StepHook> make_throughput_hook(const TrainingRun& run);  // throughput.cpp
+std::unique_ptr<StepHook> make_memory_profile_hook();                    // memory_profile_hook.cpp
+std::unique_ptr<StepHook> make_evaluation_hook();                        // evaluation.cpp
+std::unique_ptr<StepHook> make_progress_hook();                          // progress.cpp
 std::unique_ptr<StepHook> make_metrics_file_hook(const TrainingRun& run);  // progress.cpp
 std::unique_ptr<StepHook> make_checkpoint_hook();                          // checkpointing.cpp
 // run_summary.cpp: final weights, text sample, summary.json.
