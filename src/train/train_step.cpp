@@ -10,6 +10,7 @@
 #include "util/fault_injection.h"
 
 namespace deepshard::train {
+
 StepRecord train_one_step(TrainingRun& run, int64_t step) {
   const auto& ds = run.ds;
   // Tests fail a rank here (testing::FaultInjection; nothing is installed outside tests).
