@@ -1,9 +1,26 @@
 // AioOptions checks and names (aio_options.h).
 #include "deepshard/io/aio_options.h"
 
+#include <mutex>
+
 #include "deepshard/util/error.h"
 
 namespace deepshard::io {
+
+namespace {
+std::mutex g_hook_mu;
+FaultHook g_hook;
+}  // namespace
+
+void set_process_fault_hook(FaultHook hook) {
+  std::lock_guard<std::mutex> lock(g_hook_mu);
+  g_hook = std::move(hook);
+}
+
+FaultHook process_fault_hook() {
+  std::lock_guard<std::mutex> lock(g_hook_mu);
+  return g_hook;
+}
 
 const char* to_string(IoOp op) { return op == IoOp::kRead ? "read" : "write"; }
 

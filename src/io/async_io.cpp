@@ -198,6 +198,7 @@ std::string Worker::transfer(const Part& part) {
 
 AsyncIo::AsyncIo(AioOptions options) : options_(std::move(options)) {
   validate(options_);
+  if (!options_.fault) options_.fault = process_fault_hook();
   for (int64_t i = 0; i < options_.threads; ++i)
     workers_.push_back(std::make_unique<detail::Worker>(options_));
 }

@@ -76,8 +76,8 @@ SwapDir::SwapDir(const std::string& root, const std::string& run, int rank, int6
   DS_CHECK(free >= needed_bytes, IoError, "nvme_path ", root, ": the swap files of rank ", rank,
            " need ", needed_bytes, " bytes (", gib(needed_bytes), "), the filesystem has ", free,
            " bytes (", gib(free), ") free");
-  run_path_ = (fs::path(root) / run).string();
-  path_ = (fs::path(run_path_) / ("rank" + std::to_string(rank))).string();
+  root_ = fs::path(root).lexically_normal().string();
+  path_ = (fs::path(root_) / run / ("rank" + std::to_string(rank))).lexically_normal().string();
   fs::create_directories(path_, ec);
   DS_CHECK(!ec, IoError, "nvme_path ", root, ": cannot create ", path_, ": ", ec.message());
 
@@ -113,8 +113,12 @@ SwapDir::~SwapDir() {
   }
   fs::remove(path_ + "/.lock", ec);
   if (lock_fd_ >= 0) ::close(lock_fd_);
-  fs::remove(path_, ec);      // only when empty
-  fs::remove(run_path_, ec);  // only when the other ranks' folders are gone too
+  // The rank folder, then its parents up to (not including) the root, each only when empty (the
+  // other ranks' folders gone too).
+  for (fs::path p = path_; p.string().size() > root_.size() && p != p.parent_path();
+       p = p.parent_path()) {
+    if (!fs::remove(p, ec)) break;
+  }
 }
 
 std::unique_ptr<SwapFile> SwapDir::create(const std::string& name, int64_t bytes) const {

@@ -91,7 +91,7 @@ TEST(SubGroupSwapper, AFailedWriteIsAnIoErrorNamingTheFile) {
   bool armed = false;
   o.aio.fault = [&](io::IoOp op, const std::string& path, int64_t) {
     return armed && op == io::IoOp::kWrite && path.find("subgroup3") != std::string::npos ? ENOSPC
-                                                                                         : 0;
+                                                                                          : 0;
   };
   SubGroupSwapper swapper(split_sub_groups(8192, 1024), 2, o);
   swapper.initialize([](size_t, const SubGroup&, float* const*) {});

@@ -34,6 +34,11 @@ struct AioOptions {
   FaultHook fault;             // tests only; empty in production
 };
 
+// A process-wide fault hook for tests, installed by the executable (never read from the
+// environment here); AsyncIo uses it when its options carry none.
+void set_process_fault_hook(FaultHook hook);
+FaultHook process_fault_hook();
+
 // Throws ConfigError naming the aio key when a value is out of range (block_size a positive
 // multiple of kIoAlignment, queue_depth and threads >= 1).
 void validate(const AioOptions& options);

@@ -35,10 +35,11 @@ int64_t free_bytes(const std::string& path);
 
 class SwapDir {
  public:
-  // `root`: the user's folder (nvme_path), which must exist. `needed_bytes`: what the files will
-  // take, checked against the free space before anything is created.
+  // `root`: the user's folder (nvme_path), which must exist. `run`: a relative folder under it
+  // (may have several components). `needed_bytes`: what the files will take, checked against the
+  // free space before anything is created.
   SwapDir(const std::string& root, const std::string& run, int rank, int64_t needed_bytes);
-  ~SwapDir();  // removes the files and the rank folder (and the run folder when empty)
+  ~SwapDir();  // removes the files, the rank folder and its parents under root when empty
   SwapDir(const SwapDir&) = delete;
   SwapDir& operator=(const SwapDir&) = delete;
 
@@ -47,7 +48,7 @@ class SwapDir {
   std::unique_ptr<SwapFile> create(const std::string& name, int64_t bytes) const;
 
  private:
-  std::string run_path_, path_;
+  std::string root_, path_;
   int lock_fd_ = -1;
 };
 

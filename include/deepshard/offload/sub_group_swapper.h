@@ -56,9 +56,11 @@ class SubGroupSwapper {
   static int64_t file_bytes(const std::vector<SubGroup>& groups, int arrays);
   // Sub-groups in flight at once (the ring), and the RAM the buffers take.
   static int64_t slots_for(int64_t buffer_count, int arrays);
-  static int64_t buffer_bytes(const std::vector<SubGroup>& groups, int arrays, int64_t buffer_count);
+  static int64_t buffer_bytes(const std::vector<SubGroup>& groups, int arrays,
+                              int64_t buffer_count);
 
-  // The caller's work on one sub-group: its arrays in RAM (`arrays` pointers of group.numel floats).
+  // The caller's work on one sub-group: its arrays in RAM (`arrays` pointers of group.numel
+  // floats).
   using Visit = std::function<void(size_t index, const SubGroup& group, float* const* arrays)>;
   // read -> visit -> write for every sub-group, in order.
   void for_each(const Visit& visit);
