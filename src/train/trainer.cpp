@@ -26,6 +26,8 @@
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/estimator.h"
 #include "deepshard/zero/partitioned_build.h"
+#include "train/activation_tracker.h"
+#include "train/memory_profile.h"
 #include "train/memory_report.h"
 #include "train/save_weights.h"
 
@@ -249,6 +251,9 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   const int64_t start_step =
       run.train.resume.empty() ? 0 : resume_from(run.train, checkpoint_dir, *engine, rank0);
   StopSignals stop_signals(checkpointing);
+  // Recompute (train.activation_checkpointing) and the activation meter, for the training loop.
+  ActivationTracker activations(run, rank0);
+  const int64_t print_interval = ds.steps_per_print.value_or(run.train.log_interval);
 
   std::unique_ptr<monitor::JsonlWriter> metrics;
   if (rank0)
@@ -271,7 +276,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
     zero::StepResult result;
     for (int64_t micro = 0; micro < ds.gradient_accumulation_steps; ++micro) {
       auto batch = sampler.batch(step, micro);
-      auto loss = model->loss(batch.inputs, batch.targets);
+      auto loss = activations.forward([&] { return model->loss(batch.inputs, batch.targets); });
       engine->backward(loss);
       result = engine->step();
       loss_sum += loss.item<double>();
@@ -310,6 +315,13 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                              {"comm_bytes", comm_now.bytes - comm_before.bytes},
                              {"rss_bytes", monitor::current_rss_bytes()}};
     comm_before = comm_now;
+    record.update(activations.end_step());
+    record["memory"] = memory_profile_json(engine->ledger(), activations.last_step(),
+                                           record["rss_bytes"].get<int64_t>());
+    if (ds.memory_breakdown && rank0 && (step + 1) % print_interval == 0) {
+      std::printf("%s", format_memory_breakdown(step + 1, record["memory"]).c_str());
+      std::fflush(stdout);
+    }
 
     const bool last = step + 1 == run.train.steps;
     const bool eval_now =
@@ -402,6 +414,8 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                           {"comm", nlohmann::json::object()},
                           {"config", nlohmann::json::parse(run.resolved_json)}};
     out["memory_report"] = memory_report_json(ledger, memory_estimate);
+    out["memory_profile"] =
+        memory_peak_json(ledger, activations.run_peak(), summary.peak_rss_bytes.at(0));
     out["comm_estimate_per_step"] =
         comm_estimate_json(zero::estimate_comm_per_step(estimate_in), group.size());
     if (summary.final_val_loss >= 0) out["final_val_loss"] = summary.final_val_loss;
