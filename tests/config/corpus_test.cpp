@@ -135,8 +135,7 @@ TEST(Corpus, MegatronZero2Offload) {
   EXPECT_EQ(plain.config.optimizer.lr, 0.00015);
   EXPECT_EQ(plain.config.gradient_clipping, 1.0);
   EXPECT_TRUE(plain.config.activation_checkpointing.partition_activations);
-  EXPECT_EQ(plain.unsupported,
-            Lines({}));
+  EXPECT_TRUE(plain.unsupported.empty());  // offload and activation partitioning run
 
   EXPECT_EQ(load(f, hf_run(f)).errors,
             Lines({f + ": optimizer.params.lr: 0.00015 contradicts train.lr = 0.001 (write "
