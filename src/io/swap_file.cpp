@@ -72,6 +72,12 @@ SwapDir::SwapDir(const std::string& root, const std::string& run, int rank, int6
            gib(needed_bytes), ") free)");
   DS_CHECK(::access(root.c_str(), W_OK | X_OK) == 0, IoError, "nvme_path ", root,
            ": not writable by this process (", errno_text(errno), ")");
+  {
+    // The filesystem must accept O_DIRECT (tmpfs before Linux 6.6 and ramfs do not): checked
+    // first, as such filesystems may also report no free space.
+    SwapFile probe(root + "/.deepshard_direct_probe." + std::to_string(::getpid()), 0);
+    ::unlink(probe.path().c_str());
+  }
   const int64_t free = free_bytes(root);
   DS_CHECK(free >= needed_bytes, IoError, "nvme_path ", root, ": the swap files of rank ", rank,
            " need ", needed_bytes, " bytes (", gib(needed_bytes), "), the filesystem has ", free,
@@ -101,9 +107,6 @@ SwapDir::SwapDir(const std::string& root, const std::string& run, int rank, int6
   }
   if (stale > 0)
     log::info("swap folder ", path_, ": removed ", stale, " stale files of an earlier run");
-  // The filesystem must accept O_DIRECT (tmpfs before Linux 6.6 and ramfs do not).
-  SwapFile probe(path_ + "/.direct_probe", 0);
-  ::unlink(probe.path().c_str());
 }
 
 SwapDir::~SwapDir() {

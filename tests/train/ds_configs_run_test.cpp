@@ -33,11 +33,12 @@ TEST_P(DsConfigRuns, RunsUnchangedOrIsRefusedPrecisely) {
   // The run file: model, data, and the train values "auto" keys resolve from. A config that
   // fixes train_batch_size gets the micro batch that makes it with 2 ranks.
   int64_t micro = 2;
-  if (ds.contains("train_batch_size") && ds["train_batch_size"].is_number_integer()) {
-    const int64_t gas = ds.value("gradient_accumulation_steps", nlohmann::json(1)).is_number()
-                            ? ds["gradient_accumulation_steps"].get<int64_t>()
-                            : 1;
-    micro = ds["train_batch_size"].get<int64_t>() / (2 * gas);
+  if (ds.contains("train_batch_size") && ds.at("train_batch_size").is_number_integer()) {
+    int64_t gas = 1;
+    if (ds.contains("gradient_accumulation_steps") &&
+        ds.at("gradient_accumulation_steps").is_number_integer())
+      gas = ds.at("gradient_accumulation_steps").get<int64_t>();
+    micro = ds.at("train_batch_size").get<int64_t>() / (2 * gas);
   }
   nlohmann::json run = {
       {"model",
