@@ -4,10 +4,7 @@
 # for docs/benchmarks.md. Usage: scripts/bench.sh [--repeat R] [--steps S] [--case NAME]...
 # Cases: small-n1 small-n2 peer-n2 (default), gpt2-n2 (the gpt2 preset, block 128, 2 sequences
 # per rank); any case + "-zS" runs ZeRO stage S (e.g. small-n2-z3), + "-bf16" runs it in bf16
-# (e.g. small-n2-z2-bf16, gpt2-n2-z3-bf16). Offload (docs/offload.md; swap files in $NVME_DIR,
-# default $TMPDIR/deepshard-nvme): + "-optcpu" / "-optnvme" (offload_optimizer, sub-groups of 1e7),
-# + "-parnvme" (offload_param nvme, max_in_cpu 0), + "-pipe" (pipeline_read/write, 9 buffers),
-# e.g. gpt2-n2-z3-optnvme-parnvme-pipe.
+# (e.g. small-n2-z2-bf16, gpt2-n2-z3-bf16).
 # peer-* use the model of ../shared/peers, for side-by-side comparison with PyTorch DDP / ZeRO-1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,16 +27,9 @@ trap 'rm -rf "$out_dir"' EXIT
 
 # case name -> "ranks micro extra --set arguments"; "peer" is the model of ../shared/peers.
 peer="model.n_layer=4 model.n_head=4 model.n_embd=256 model.block_size=128"
-nvme_dir="${NVME_DIR:-${TMPDIR:-/tmp}/deepshard-nvme}"
-mkdir -p "$nvme_dir"
-opt="zero_optimization.offload_optimizer"
 case_args() {
   case "$1" in
     *-bf16) echo "$(case_args "${1%-bf16}") bf16.enabled=true" ;;
-    *-optcpu) echo "$(case_args "${1%-optcpu}") $opt.device=cpu" ;;
-    *-optnvme) echo "$(case_args "${1%-optnvme}") $opt.device=nvme $opt.nvme_path=$nvme_dir zero_optimization.sub_group_size=10000000" ;;
-    *-parnvme) echo "$(case_args "${1%-parnvme}") zero_optimization.offload_param.device=nvme zero_optimization.offload_param.nvme_path=$nvme_dir zero_optimization.offload_param.max_in_cpu=0" ;;
-    *-pipe) echo "$(case_args "${1%-pipe}") $opt.pipeline_read=true $opt.pipeline_write=true $opt.buffer_count=9" ;;
     *-z[0-3]) echo "$(case_args "${1%-z?}") zero_optimization.stage=${1##*-z}" ;;
     small-n1) echo "1 16" ;;
     small-n2) echo "2 8" ;;
