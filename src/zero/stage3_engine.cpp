@@ -330,6 +330,8 @@ void Stage3Engine::prefetch(size_t current) {
     if (persistent_[v] || units_[v]->gathered()) continue;
     const int64_t n = units_[v]->padded_numel();
     if (n > bucket || beyond_current + n > config_.zero.max_live_parameters) break;
+    // A swapped slice needs a free swap buffer (offload_param.buffer_count bounds the prefetch).
+    if (swapped_param_[v] && !param_swapper_->prefetch(v)) break;
     start_gather(v);
     bucket -= n;
     beyond_current += n;
@@ -395,6 +397,12 @@ void Stage3Engine::read_params(int64_t lo, int64_t n, float* out) {
 void Stage3Engine::start_gather(size_t u) {
   DS_ASSERT(!units_[u]->gathered());
   if (swapped_param_[u]) {  // its slice from NVMe (read ahead, or now) into a swap buffer
+    // No free buffer: unused read-ahead gives way, then gathers in flight are completed (their
+    // buffers go back; those units stay gathered).
+    if (!param_swapper_->prefetch(u)) param_swapper_->drop_unused();
+    for (size_t v = 0; v < units_.size() && !param_swapper_->prefetch(u); ++v) {
+      if (holding_buffer_[v]) finish_gather(v);
+    }
     const void* slice = param_swapper_->acquire(u);
     units_[u]->set_shard(at::from_blob(const_cast<void*>(slice), {units_[u]->slice_numel()},
                                        shard_.options()));
