@@ -9,19 +9,21 @@ set(allowed_util util)
 set(allowed_config util config)
 set(allowed_comm util config comm)
 set(allowed_launch util launch)
+set(allowed_io util io)
+set(allowed_offload util io offload)
 set(allowed_data util data)
 set(allowed_sharding util sharding)
 set(allowed_activation util config comm activation)
 set(allowed_models util config comm sharding activation models)
 set(allowed_optim util config optim)
 set(allowed_checkpoint util config comm sharding activation models checkpoint)
-set(allowed_zero util config comm optim sharding checkpoint zero)
+set(allowed_zero util config comm io offload optim sharding checkpoint zero)
 set(allowed_monitor util monitor)
-set(allowed_train util config comm data sharding activation models optim checkpoint zero monitor
+set(allowed_train util config comm io offload data sharding activation models optim checkpoint zero monitor
     train)
-set(allowed_cli util config comm launch data sharding activation models optim checkpoint zero
+set(allowed_cli util config comm io offload launch data sharding activation models optim checkpoint zero
     monitor train cli)
-set(layers util config comm launch data sharding activation models optim checkpoint zero monitor
+set(layers util config comm launch io offload data sharding activation models optim checkpoint zero monitor
     train cli)
 
 set(problems "")
