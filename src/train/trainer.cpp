@@ -27,6 +27,7 @@
 #include "deepshard/zero/estimator.h"
 #include "deepshard/zero/partitioned_build.h"
 #include "train/memory_report.h"
+#include "train/run_monitors.h"
 #include "train/save_weights.h"
 
 namespace deepshard::train {
@@ -184,6 +185,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   const bool rank0 = group.rank() == 0;
   DS_CHECK(!run.data.train.empty(), ConfigError, "data.train: no training token file given");
   std::filesystem::create_directories(run.train.run_dir);
+  RunMonitors monitors(run, group);  // before anything communicates (the comms logger counts)
 
   torch::manual_seed(run.train.seed + static_cast<uint64_t>(group.rank()));  // dropout streams
   auto gpt_cfg = gpt_config(run.model);
@@ -225,6 +227,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
               "fp16's dynamic loss scaling");
   if (run.train.save_weights) check_weights_savable(ds);  // before the training, not after it
   auto engine = zero::Engine::initialize(model.ptr(), ds, group, zero_init.get());
+  monitors.attach(*model, engine->ledger());
   auto estimate_in = zero::estimate_input(ds, engine->num_parameters(), group.size(),
                                           dtype_of(model->parameters().front().scalar_type()));
   estimate_in.persistent_params = engine->persistent_parameters();
@@ -271,9 +274,13 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
     zero::StepResult result;
     for (int64_t micro = 0; micro < ds.gradient_accumulation_steps; ++micro) {
       auto batch = sampler.batch(step, micro);
+      monitors.before_forward(step, micro);
       auto loss = model->loss(batch.inputs, batch.targets);
+      monitors.after_forward();
       engine->backward(loss);
+      monitors.after_backward();
       result = engine->step();
+      monitors.after_micro_step();
       loss_sum += loss.item<double>();
     }
     DS_ASSERT(result.boundary, "the accumulation window did not end with the step");
@@ -326,6 +333,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                        result, tokens_per_s, step_time, *std::max_element(rss.begin(), rss.end()),
                        engine->ledger().model_state_bytes());
     }
+    monitors.on_step(step, record);
     if (metrics) metrics->write(record);
 
     const bool periodic =
@@ -412,6 +420,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                          {"seconds", stats.seconds},
                          {"wait_seconds", stats.wait_seconds}};
     }
+    monitors.finish(out);
     monitor::write_json_file(run.train.run_dir + "/summary.json", out);
   }
   return summary;

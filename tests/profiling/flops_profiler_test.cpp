@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "deepshard/models/flops.h"
 #include "deepshard/models/gpt.h"
 
 namespace deepshard::profiling {
@@ -23,12 +24,6 @@ models::GptConfig config_of(const Preset& p) {
   c.block_size = p.block_size;
   c.vocab_size = 256;
   return c;
-}
-
-// Forward matmul FLOPs per token: L (24 C^2 + 4 T C) + 2 C V.
-double analytic_forward_per_token(const models::GptConfig& c, int64_t t) {
-  const double C = c.n_embd, L = c.n_layer, T = t, V = c.vocab_size;
-  return L * (24 * C * C + 4 * T * C) + 2 * C * V;
 }
 
 const ModuleProfile& find(const FlopsProfiler& p, const std::string& name) {
@@ -50,8 +45,10 @@ TEST_P(GptPresets, ForwardFlopsMatchTheAnalyticCount) {
   auto loss = model->loss(idx, idx);
   profiler.stop();
   const double tokens = static_cast<double>(batch * t);
-  const double analytic = analytic_forward_per_token(c, t) * tokens;
-  // MACs are the matrix multiplications only: exactly half the analytic matmul FLOPs.
+  const double analytic = models::gpt_flops_per_token(c, t).forward * tokens;
+  // MACs are the matrix multiplications only: exactly half the analytic matmul FLOPs that MFU uses
+  // (models/flops.h: the training FLOPs per token are 3x this forward).
+  EXPECT_DOUBLE_EQ(models::flops_per_token(c, t), 3 * models::gpt_flops_per_token(c, t).forward);
   EXPECT_DOUBLE_EQ(2.0 * static_cast<double>(profiler.total_macs()), analytic);
   // FLOPs add DeepSpeed's elementwise counts (norms, softmax, GELU, adds): within 1 %.
   const double flops = static_cast<double>(profiler.total_flops());

@@ -1,0 +1,168 @@
+// Implementation of run_monitors.h.
+#include "train/run_monitors.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "deepshard/comm/comms_logger.h"
+#include "deepshard/monitor/csv_monitor.h"
+#include "deepshard/monitor/tensorboard.h"
+#include "deepshard/util/error.h"
+#include "deepshard/util/log.h"
+
+namespace deepshard::train {
+namespace {
+
+std::string log_dir(const config::MonitorSinkConfig& sink) {
+  return (std::filesystem::path(sink.output_path) / sink.job_name).string();
+}
+
+double seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+comm::CommsLoggerOptions comms_options(const config::CommsLoggerConfig& c) {
+  return {c.prof_all, c.prof_ops};
+}
+
+}  // namespace
+
+std::string monitor_tag(const std::string& field) {
+  if (field == "loss") return "Train/Samples/train_loss";
+  return "Train/Samples/" + field;  // lr, loss_scale, val_loss, tokens_per_s, ...
+}
+
+RunMonitors::RunMonitors(const config::RunConfig& run, comm::Group& group)
+    : run_(run),
+      group_(group),
+      rank0_(group.rank() == 0),
+      steps_per_print_(run.ds.steps_per_print.value_or(10)) {
+  const auto& m = run.ds.monitor;
+  if (rank0_ && m.tensorboard.enabled) {
+    auto tb = std::make_unique<monitor::TensorBoardMonitor>(log_dir(m.tensorboard));
+    log::info("tensorboard: writing ", tb->path());
+    sinks_.push_back(std::move(tb));
+  }
+  if (rank0_ && m.csv_monitor.enabled) {
+    sinks_.push_back(std::make_unique<monitor::CsvMonitor>(log_dir(m.csv_monitor)));
+    log::info("csv_monitor: writing ", log_dir(m.csv_monitor), "/*.csv");
+  }
+  if (run.ds.comms_logger.enabled) group.log().keep_detail(true);
+}
+
+RunMonitors::~RunMonitors() = default;
+
+void RunMonitors::attach(const torch::nn::Module& model, const zero::MemoryLedger& ledger) {
+  ledger_ = &ledger;
+  if (rank0_ && run_.ds.flops_profiler.enabled)
+    profiler_ = std::make_unique<profiling::FlopsProfiler>(model);
+}
+
+void RunMonitors::before_forward(int64_t step, int64_t micro) {
+  profiling_ = profiler_ && micro == 0 && step + 1 == run_.ds.flops_profiler.profile_step;
+  if (profiling_) profiler_->start();
+}
+
+void RunMonitors::after_forward() {
+  if (!profiling_) return;
+  profiler_->stop();
+  t0_ = Clock::now();
+}
+
+void RunMonitors::after_backward() {
+  if (!profiling_) return;
+  backward_s_ = seconds(t0_);
+  t0_ = Clock::now();
+}
+
+void RunMonitors::after_micro_step() {
+  if (!profiling_) return;
+  step_s_ = seconds(t0_);
+  profiling_ = false;
+  const auto& fp = run_.ds.flops_profiler;
+  profiling::ProfileContext ctx;
+  ctx.profile_step = fp.profile_step;
+  ctx.world_size = group_.size();
+  ctx.micro_batch_size = run_.ds.train_micro_batch_size_per_gpu;
+  ctx.backward_seconds = backward_s_;
+  ctx.step_seconds = step_s_;
+  profiling::ReportOptions options;
+  options.module_depth = fp.module_depth;
+  options.top_modules = fp.top_modules;
+  options.detailed = fp.detailed;
+  const std::string text = profiling::format_profile(*profiler_, ctx, options);
+  if (fp.output_file && !fp.output_file->empty()) {
+    const std::filesystem::path path(*fp.output_file);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+    std::ofstream out(path);
+    DS_CHECK(out.good(), IoError, "flops_profiler.output_file: cannot write ", path.string());
+    out << text;
+    log::info("flops profiler: profile of step ", fp.profile_step, " written to ", path.string());
+  } else {
+    std::printf("%s", text.c_str());
+    std::fflush(stdout);
+  }
+}
+
+void RunMonitors::on_step(int64_t step, nlohmann::json& record) {
+  if (ledger_ != nullptr) {
+    for (int c = 0; c < static_cast<int>(zero::MemoryCategory::kCount); ++c) {
+      const auto category = static_cast<zero::MemoryCategory>(c);
+      record[std::string("mem_") + zero::to_string(category) + "_bytes"] = ledger_->bytes(category);
+    }
+  }
+  const double step_time = record.value("step_time_s", 0.0);
+  if (step_time > 0) record["comm_wait_share"] = record.value("comm_wait_s", 0.0) / step_time;
+
+  if (!sinks_.empty()) {
+    const int64_t samples = (step + 1) * run_.ds.train_batch_size;
+    std::vector<monitor::ScalarEvent> events;
+    for (const auto& [key, value] : record.items()) {
+      if (key == "step" || !(value.is_number() || value.is_boolean())) continue;
+      if (key == "loss_scale" && !run_.ds.fp16.enabled) continue;  // DeepSpeed: fp16 only
+      events.push_back({monitor_tag(key),
+                        value.is_boolean() ? double(value.get<bool>()) : value.get<double>(),
+                        samples});
+    }
+    for (auto& sink : sinks_) {
+      sink->write_events(events);
+      if ((step + 1) % steps_per_print_ == 0) sink->flush();
+    }
+  }
+  if (run_.ds.comms_logger.enabled && run_.ds.comms_logger.verbose) {
+    const comm::CommDetail now = group_.log().detail();
+    if (rank0_) {
+      std::printf("comms logger, step %lld:\n%s", static_cast<long long>(step + 1),
+                  comm::format_comms_summary(comm::detail_since(now, comm_before_), group_.size(),
+                                             comms_options(run_.ds.comms_logger))
+                      .c_str());
+      std::fflush(stdout);
+    }
+    comm_before_ = now;
+  }
+}
+
+void RunMonitors::finish(nlohmann::json& summary) {
+  for (auto& sink : sinks_) sink->flush();
+  if (!run_.ds.comms_logger.enabled || !rank0_) return;
+  const comm::CommDetail detail = group_.log().detail();
+  std::printf("comms logger (rank 0, whole run):\n%s",
+              comm::format_comms_summary(detail, group_.size(), comms_options(run_.ds.comms_logger))
+                  .c_str());
+  std::fflush(stdout);
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [op, sizes] : detail) {
+    for (const auto& [size, s] : sizes) {
+      double total = 0;
+      for (double l : s.latencies) total += l;
+      out[op][std::to_string(size)] = {{"count", s.count},
+                                       {"bytes", s.bytes},
+                                       {"total_latency_ms", total * 1e3},
+                                       {"avg_latency_ms", comm::trim_mean(s.latencies) * 1e3}};
+    }
+  }
+  summary["comms_logger"] = out;
+}
+
+}  // namespace deepshard::train
