@@ -1,11 +1,17 @@
 // `deepshard estimate --params P --ranks N [--stage S] [--offload none|cpu|nvme]
 // [--dtype bf16|fp16|fp32] ...`: model-state memory per rank for ZeRO stages 0-3 (design §4), as
-// deepshard allocates it, and stage 2's communication buffers.
+// deepshard allocates it, and stage 2's communication buffers. With --model (a GPT preset and
+// sizes): the activation memory of a micro-batch with and without activation checkpointing, and
+// with --budget the largest micro-batch that fits.
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
+#include "deepshard/config/loader.h"
+#include "deepshard/models/gpt_memory.h"
 #include "deepshard/util/error.h"
 #include "deepshard/zero/estimator.h"
 
@@ -17,6 +23,9 @@ const char* kUsage =
     "                          [--offload-param none|cpu|nvme] [--dtype bf16|fp16|fp32]\n"
     "                          [--grad-dtype bf16|fp16|fp32] [--reduce-bucket-size E]\n"
     "                          [--overlap-comm] [--no-reduce-scatter] [--accumulation G]\n"
+    "       deepshard estimate --model tiny|small|gpt2 [--n-layer L] [--n-head H] [--n-embd C]\n"
+    "                          [--vocab-size V] [--dropout P] [--seq T] [--micro-batch B]\n"
+    "                          [--number-checkpoints K] [--budget BYTES] [--ranks N] ...\n"
     "\n"
     "Prints the memory that parameters, gradients, fp32 master weights and Adam state take on\n"
     "each of N data-parallel ranks for a model of P parameters (1.3e9 is accepted), for ZeRO\n"
@@ -27,7 +36,15 @@ const char* kUsage =
     "stage 2's gradient staging (and receive) buffers, sized by --reduce-bucket-size (elements,\n"
     "default 5e8), --overlap-comm (two instead of one) and --accumulation (receive buffers).\n"
     "moved/step: bytes one rank's collectives move per optimizer step (design §4; stage 3 with\n"
-    "every unit gathered for its forward and its backward: about 3x the parameter bytes).\n";
+    "every unit gathered for its forward and its backward: about 3x the parameter bytes).\n"
+    "\n"
+    "--model (a GPT preset, sizes overriding it; --params then defaults to its parameter count)\n"
+    "adds the activation memory one rank keeps for backward at the peak of a training pass of\n"
+    "--micro-batch sequences (default 1) of --seq tokens (default the block size), in --dtype,\n"
+    "without activation checkpointing and with it (every block recomputed, or the first\n"
+    "--number-checkpoints). --budget (bytes per rank, 24e9 accepted) prints the largest\n"
+    "micro-batch whose model states (at --stage, default 0) and activations fit, with and "
+    "without.\n";
 
 config::DType parse_dtype(const std::string& s, const char* option) {
   if (s == "fp32") return config::DType::kFp32;
@@ -56,18 +73,91 @@ std::string human(int64_t bytes) {
   return buf;
 }
 
+int64_t dtype_bytes(config::DType d) { return d == config::DType::kFp32 ? 4 : 2; }
+
+// --model and the sizes that override it.
+std::optional<models::GptConfig> model_of(const ArgParser& parser) {
+  if (!parser.has("model")) {
+    for (const char* o : {"n-layer", "n-head", "n-embd", "vocab-size", "dropout", "seq",
+                          "micro-batch", "number-checkpoints", "budget"})
+      DS_CHECK(!parser.has(o), UsageError, "--", o, " needs --model");
+    return std::nullopt;
+  }
+  config::ModelConfig m;
+  m.preset = *parser.get("model");
+  config::apply_model_preset(m);  // throws ConfigError for an unknown preset
+  models::GptConfig c;
+  c.n_layer = parser.get_int("n-layer", m.n_layer);
+  c.n_head = parser.get_int("n-head", m.n_head);
+  c.n_embd = parser.get_int("n-embd", m.n_embd);
+  c.block_size = m.block_size;
+  c.vocab_size = parser.get_int("vocab-size", m.vocab_size);
+  c.dropout = parser.get_double("dropout", 0.0);
+  DS_CHECK(
+      c.n_layer > 0 && c.n_head > 0 && c.n_embd > 0 && c.vocab_size > 0 && c.n_embd % c.n_head == 0,
+      UsageError,
+      "--n-layer, --n-head, --n-embd, --vocab-size must be positive and n_embd a "
+      "multiple of n_head");
+  DS_CHECK(c.dropout >= 0 && c.dropout < 1, UsageError, "--dropout must be in [0, 1)");
+  c.block_size = std::max(c.block_size, parser.get_int("seq", c.block_size));
+  return c;
+}
+
+// The activation table (and the largest micro-batch within --budget).
+void print_activations(const ArgParser& parser, const models::GptConfig& c,
+                       const zero::EstimateInput& in, int64_t stage) {
+  const int64_t seq = parser.get_int("seq", c.block_size);
+  const int64_t micro = parser.get_int("micro-batch", 1);
+  DS_CHECK(seq > 0 && micro > 0, UsageError, "--seq and --micro-batch must be positive");
+  std::optional<int64_t> regions;
+  if (parser.has("number-checkpoints")) {
+    regions = parser.get_int("number-checkpoints", 0);
+    DS_CHECK(*regions >= 1, UsageError, "--number-checkpoints must be at least 1");
+  }
+  const int64_t s = dtype_bytes(in.dtype);
+  const auto e = models::estimate_gpt_activations(c, micro, seq, s, regions);
+  std::printf(
+      "\nactivations per rank kept for backward at the peak (GPT %lld layers, %lld heads, %lld "
+      "wide, vocabulary %lld, dropout %g; micro-batch %lld of %lld tokens, %s):\n",
+      static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
+      static_cast<long long>(c.n_embd), static_cast<long long>(c.vocab_size), c.dropout,
+      static_cast<long long>(micro), static_cast<long long>(seq), config::to_string(in.dtype));
+  std::printf("  without checkpointing %12s\n", human(e.plain).c_str());
+  std::printf("  with checkpointing    %12s  (%lld of %lld blocks recomputed)\n",
+              human(e.checkpointed).c_str(), static_cast<long long>(e.regions),
+              static_cast<long long>(c.n_layer));
+  if (!parser.has("budget")) return;
+  const double budget = parser.get_double("budget", 0);
+  DS_CHECK(budget > 0, UsageError, "--budget must be positive (bytes per rank)");
+  zero::EstimateInput at_stage = in;
+  at_stage.stage = int(stage);
+  const int64_t states = zero::estimate_model_states(at_stage).on_device();
+  // Every activation term grows linearly with the micro-batch.
+  const auto one = models::estimate_gpt_activations(c, 1, seq, s, regions);
+  auto largest = [&](int64_t per_sequence) -> int64_t {
+    return budget <= double(states) ? 0 : int64_t((budget - double(states)) / double(per_sequence));
+  };
+  std::printf("largest micro-batch within %s per rank (model states at stage %lld: %s):\n",
+              human(int64_t(budget)).c_str(), static_cast<long long>(stage), human(states).c_str());
+  std::printf("  without checkpointing %6lld\n  with checkpointing    %6lld\n",
+              static_cast<long long>(largest(one.plain)),
+              static_cast<long long>(largest(one.checkpointed)));
+}
+
 }  // namespace
 
 int run_estimate_command(const Args& args) {
   ArgParser parser({"params", "ranks", "stage", "offload", "offload-param", "dtype", "grad-dtype",
-                    "reduce-bucket-size", "accumulation"},
+                    "reduce-bucket-size", "accumulation", "model", "n-layer", "n-head", "n-embd",
+                    "vocab-size", "dropout", "seq", "micro-batch", "number-checkpoints", "budget"},
                    {"help", "overlap-comm", "no-reduce-scatter"});
   parser.parse(args);
   if (parser.print_help_if_asked(kUsage)) return 0;
   parser.reject_positional();
+  const auto model = model_of(parser);
   zero::EstimateInput in;
-  in.num_params = parser.get_int("params", -1);
-  DS_CHECK(parser.has("params"), UsageError, "missing required option --params");
+  in.num_params = parser.get_int("params", model ? models::gpt_parameter_count(*model) : -1);
+  DS_CHECK(parser.has("params") || model, UsageError, "missing required option --params");
   DS_CHECK(in.num_params > 0, UsageError, "--params must be positive");
   in.world_size = parser.get_int("ranks", 1);
   DS_CHECK(in.world_size >= 1, UsageError, "--ranks must be at least 1");
@@ -101,6 +191,7 @@ int run_estimate_command(const Args& args) {
                 human(e.optimizer).c_str(), human(e.on_device()).c_str(),
                 human(e.offloaded).c_str(), human(e.comm_buffers).c_str(), human(moved).c_str());
   }
+  if (model) print_activations(parser, *model, in, marked < 0 ? 0 : marked);
   return 0;
 }
 

@@ -72,6 +72,7 @@ void visit_train(S& s, C& t) {
   s.field("sample_temperature", t.sample_temperature, detail::Check::above(0.0));
   s.field("sample_top_k", t.sample_top_k, kNonNegative);
   s.field("memory_report", t.memory_report);
+  s.field("activation_checkpointing", t.activation_checkpointing);
   s.field("save_weights", t.save_weights);
   s.field("save_interval", t.save_interval, kNonNegative);
   s.field("checkpoint_dir", t.checkpoint_dir);

@@ -71,13 +71,6 @@ const Row kUnsupported[] = {
     {"optimizer.type", [](const DsConfig& c) { return show_if(c.optimizer.type != "Adam" && c.optimizer.type != "AdamW", c.optimizer.type); }},
     {"optimizer.params.amsgrad", [](const DsConfig& c) { return flag(c.optimizer.amsgrad); }},
     {"scheduler.type", [](const DsConfig& c) { return show_if(!is_supported_scheduler(c.scheduler.type), c.scheduler.type); }},
-    // activation checkpointing
-    {"activation_checkpointing.partition_activations", [](const DsConfig& c) { return flag(c.activation_checkpointing.partition_activations); }},
-    {"activation_checkpointing.contiguous_memory_optimization", [](const DsConfig& c) { return flag(c.activation_checkpointing.contiguous_memory_optimization); }},
-    {"activation_checkpointing.cpu_checkpointing", [](const DsConfig& c) { return flag(c.activation_checkpointing.cpu_checkpointing); }},
-    {"activation_checkpointing.number_checkpoints", [](const DsConfig& c) { const auto& n = c.activation_checkpointing.number_checkpoints; return show_if(n.has_value(), n ? std::to_string(*n) : ""); }},
-    {"activation_checkpointing.synchronize_checkpoint_boundary", [](const DsConfig& c) { return flag(c.activation_checkpointing.synchronize_checkpoint_boundary); }},
-    {"activation_checkpointing.profile", [](const DsConfig& c) { return flag(c.activation_checkpointing.profile); }},
     // monitoring and profiling
     // (tensorboard, csv_monitor, comms_logger and flops_profiler are implemented; the hosted
     // trackers need a network service deepshard does not talk to)

@@ -1,11 +1,13 @@
 // The GPT-2 transformer block and its parts: causal self-attention (matmul + masked softmax), the
 // GELU (tanh) MLP, and the pre-LayerNorm residual block. Submodules are registered in Hugging
-// Face's order and names (ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj).
+// Face's order and names (ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj). A block is
+// an activation-checkpointing region.
 #include <torch/torch.h>
 
 #include <cmath>
 #include <limits>
 
+#include "deepshard/activation/checkpoint.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/util/error.h"
 
@@ -68,6 +70,12 @@ BlockImpl::BlockImpl(const GptConfig& config) {
 }
 
 at::Tensor BlockImpl::forward(const at::Tensor& x) {
+  // The block is a checkpointable region: recomputed in backward when the trainer checkpoints
+  // activations (activation/checkpoint.h), a plain call otherwise.
+  return activation::checkpoint([this](const at::Tensor& in) { return forward_region(in); }, x);
+}
+
+at::Tensor BlockImpl::forward_region(const at::Tensor& x) {
   const at::Tensor h = x + attn(ln_1(x));
   return h + mlp(ln_2(h));
 }

@@ -64,24 +64,28 @@ const char* kPageScript = R"js(
 const MiB = 1 << 20;
 const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2',
                  '#7f7f7f', '#bcbd22', '#17becf'];
+function value(r, key) {  // "memory.parameters" reads a nested field
+  const dot = key.indexOf('.');
+  return dot < 0 ? r[key] : (r[key.slice(0, dot)] || {})[key.slice(dot + 1)];
+}
 function series(run, key, scale) {
   const pts = [];
   for (const r of run.metrics) {
-    let v = r[key];
+    let v = value(r, key);
     if (key === 'comm_wait_share' && v === undefined && r.step_time_s > 0)
       v = r.comm_wait_s / r.step_time_s;
     if (typeof v === 'boolean') v = v ? 1 : 0;
-    if (typeof v === 'number' && isFinite(v)) pts.push({x: r.step, y: v / (scale || 1)});  // scale: a divisor (bytes -> MiB)
+    if (typeof v === 'number' && isFinite(v)) pts.push({x: r.step, y: v / (scale || 1)});
   }
   return pts;
 }
-function memKeys() {
+function memKeys() {  // metrics.jsonl "memory": bytes per ledger category, activations, rss
   const keys = new Set();
   for (const run of RUNS)
     for (const r of run.metrics)
-      for (const k of Object.keys(r)) if (k.startsWith('mem_') && k.endsWith('_bytes')) keys.add(k);
-  return [...keys].sort().map(k => [k, k.slice(4, -6).replace(/_/g, ' ') + ' (ledger)', MiB])
-      .concat([['rss_bytes', 'RSS', MiB]]);
+      for (const k of Object.keys(r.memory || {})) keys.add(k);
+  const lines = [...keys].map(k => ['memory.' + k, k.replace(/_/g, ' '), MiB]);
+  return keys.has('rss') ? lines : lines.concat([['rss_bytes', 'rss', MiB]]);
 }
 const CHARTS = [
   {id: 'loss', title: 'Loss', y: 'loss', lines: [['loss', 'train'], ['val_loss', 'validation']]},

@@ -28,6 +28,20 @@ comm::CommsLoggerOptions comms_options(const config::CommsLoggerConfig& c) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, double>> scalar_fields(const nlohmann::json& record) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [key, value] : record.items()) {
+    if (key == "step") continue;
+    if (value.is_number() || value.is_boolean()) {
+      out.push_back({key, value.is_boolean() ? double(value.get<bool>()) : value.get<double>()});
+    } else if (value.is_object()) {  // "memory": {"parameters": ...} -> "memory/parameters"
+      for (const auto& [k, v] : value.items())
+        if (v.is_number()) out.push_back({key + "/" + k, v.get<double>()});
+    }
+  }
+  return out;
+}
+
 std::string monitor_tag(const std::string& field) {
   if (field == "loss") return "Train/Samples/train_loss";
   return "Train/Samples/" + field;  // lr, loss_scale, val_loss, tokens_per_s, ...
@@ -53,8 +67,7 @@ RunMonitors::RunMonitors(const config::RunConfig& run, comm::Group& group)
 
 RunMonitors::~RunMonitors() = default;
 
-void RunMonitors::attach(const torch::nn::Module& model, const zero::MemoryLedger& ledger) {
-  ledger_ = &ledger;
+void RunMonitors::attach(const torch::nn::Module& model) {
   if (rank0_ && run_.ds.flops_profiler.enabled)
     profiler_ = std::make_unique<profiling::FlopsProfiler>(model);
 }
@@ -106,24 +119,15 @@ void RunMonitors::after_micro_step() {
 }
 
 void RunMonitors::on_step(int64_t step, nlohmann::json& record) {
-  if (ledger_ != nullptr) {
-    for (int c = 0; c < static_cast<int>(zero::MemoryCategory::kCount); ++c) {
-      const auto category = static_cast<zero::MemoryCategory>(c);
-      record[std::string("mem_") + zero::to_string(category) + "_bytes"] = ledger_->bytes(category);
-    }
-  }
   const double step_time = record.value("step_time_s", 0.0);
   if (step_time > 0) record["comm_wait_share"] = record.value("comm_wait_s", 0.0) / step_time;
 
   if (!sinks_.empty()) {
     const int64_t samples = (step + 1) * run_.ds.train_batch_size;
     std::vector<monitor::ScalarEvent> events;
-    for (const auto& [key, value] : record.items()) {
-      if (key == "step" || !(value.is_number() || value.is_boolean())) continue;
-      if (key == "loss_scale" && !run_.ds.fp16.enabled) continue;  // DeepSpeed: fp16 only
-      events.push_back({monitor_tag(key),
-                        value.is_boolean() ? double(value.get<bool>()) : value.get<double>(),
-                        samples});
+    for (const auto& [field, value] : scalar_fields(record)) {
+      if (field == "loss_scale" && !run_.ds.fp16.enabled) continue;  // DeepSpeed: fp16 only
+      events.push_back({monitor_tag(field), value, samples});
     }
     for (auto& sink : sinks_) {
       sink->write_events(events);

@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
+#include <utility>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -17,11 +19,13 @@
 #include "deepshard/config/run_config.h"
 #include "deepshard/monitor/monitor.h"
 #include "deepshard/profiling/flops_profiler.h"
-#include "deepshard/zero/memory_ledger.h"
 
 namespace deepshard::train {
 
-// DeepSpeed's tag for a metrics.jsonl field ("loss" -> "Train/Samples/train_loss").
+// The scalars of a metrics.jsonl record: numbers and booleans (as 0/1), and the numbers of a nested
+// object as "object/key" ("memory/parameters"); "step" excluded.
+std::vector<std::pair<std::string, double>> scalar_fields(const nlohmann::json& record);
+// DeepSpeed's tag for a field ("loss" -> "Train/Samples/train_loss", else "Train/Samples/<field>").
 std::string monitor_tag(const std::string& field);
 
 class RunMonitors {
@@ -30,7 +34,7 @@ class RunMonitors {
   RunMonitors(const config::RunConfig& run, comm::Group& group);
   ~RunMonitors();
   // Once the model and its engine exist.
-  void attach(const torch::nn::Module& model, const zero::MemoryLedger& ledger);
+  void attach(const torch::nn::Module& model);
 
   // Around one micro-step of step `step` (0-based): the flops profiler's window and timings.
   void before_forward(int64_t step, int64_t micro);
@@ -38,8 +42,8 @@ class RunMonitors {
   void after_backward();
   void after_micro_step();
 
-  // Adds memory by category and the comm wait share to the step's record, then writes it to the
-  // monitors (rank 0) and prints the per-step comms table with verbose.
+  // Adds the comm wait share to the step's record, writes its scalars to the monitors (rank 0)
+  // and prints the per-step comms table with verbose.
   void on_step(int64_t step, nlohmann::json& record);
   // The end: flushes, prints the comms logger's table, adds its detail to summary.json (rank 0).
   void finish(nlohmann::json& summary);
@@ -51,7 +55,6 @@ class RunMonitors {
   bool rank0_;
   int64_t steps_per_print_;
   std::vector<std::unique_ptr<monitor::Monitor>> sinks_;
-  const zero::MemoryLedger* ledger_ = nullptr;
   std::unique_ptr<profiling::FlopsProfiler> profiler_;
   bool profiling_ = false;
   Clock::time_point t0_;

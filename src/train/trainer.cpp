@@ -26,6 +26,8 @@
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/estimator.h"
 #include "deepshard/zero/partitioned_build.h"
+#include "train/activation_tracker.h"
+#include "train/memory_profile.h"
 #include "train/memory_report.h"
 #include "train/run_monitors.h"
 #include "train/save_weights.h"
@@ -227,7 +229,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
               "fp16's dynamic loss scaling");
   if (run.train.save_weights) check_weights_savable(ds);  // before the training, not after it
   auto engine = zero::Engine::initialize(model.ptr(), ds, group, zero_init.get());
-  monitors.attach(*model, engine->ledger());
+  monitors.attach(*model);
   auto estimate_in = zero::estimate_input(ds, engine->num_parameters(), group.size(),
                                           dtype_of(model->parameters().front().scalar_type()));
   estimate_in.persistent_params = engine->persistent_parameters();
@@ -252,6 +254,9 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
   const int64_t start_step =
       run.train.resume.empty() ? 0 : resume_from(run.train, checkpoint_dir, *engine, rank0);
   StopSignals stop_signals(checkpointing);
+  // Recompute (train.activation_checkpointing) and the activation meter, for the training loop.
+  ActivationTracker activations(run, rank0);
+  const int64_t print_interval = ds.steps_per_print.value_or(run.train.log_interval);
 
   std::unique_ptr<monitor::JsonlWriter> metrics;
   if (rank0)
@@ -275,7 +280,7 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
     for (int64_t micro = 0; micro < ds.gradient_accumulation_steps; ++micro) {
       auto batch = sampler.batch(step, micro);
       monitors.before_forward(step, micro);
-      auto loss = model->loss(batch.inputs, batch.targets);
+      auto loss = activations.forward([&] { return model->loss(batch.inputs, batch.targets); });
       monitors.after_forward();
       engine->backward(loss);
       monitors.after_backward();
@@ -317,6 +322,13 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                              {"comm_bytes", comm_now.bytes - comm_before.bytes},
                              {"rss_bytes", monitor::current_rss_bytes()}};
     comm_before = comm_now;
+    record.update(activations.end_step());
+    record["memory"] = memory_profile_json(engine->ledger(), activations.last_step(),
+                                           record["rss_bytes"].get<int64_t>());
+    if (ds.memory_breakdown && rank0 && (step + 1) % print_interval == 0) {
+      std::printf("%s", format_memory_breakdown(step + 1, record["memory"]).c_str());
+      std::fflush(stdout);
+    }
 
     const bool last = step + 1 == run.train.steps;
     const bool eval_now =
@@ -410,6 +422,8 @@ TrainSummary run_training(const config::RunConfig& run, comm::Group& group) {
                           {"comm", nlohmann::json::object()},
                           {"config", nlohmann::json::parse(run.resolved_json)}};
     out["memory_report"] = memory_report_json(ledger, memory_estimate);
+    out["memory_profile"] =
+        memory_peak_json(ledger, activations.run_peak(), summary.peak_rss_bytes.at(0));
     out["comm_estimate_per_step"] =
         comm_estimate_json(zero::estimate_comm_per_step(estimate_in), group.size());
     if (summary.final_val_loss >= 0) out["final_val_loss"] = summary.final_val_loss;

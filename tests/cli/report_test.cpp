@@ -33,8 +33,10 @@ void write_run(const std::string& dir, int stage, bool bf16, double speed) {
                         {"comm_wait_share", (0.05 * stage + 0.01) / 0.5},
                         {"comm_bytes", 1000000},
                         {"rss_bytes", 300 << 20},
-                        {"mem_parameters_bytes", (bf16 ? 20 : 40) << 20},
-                        {"mem_gradients_bytes", 40 << 20}};
+                        {"memory",
+                         {{"parameters", (bf16 ? 20 : 40) << 20},
+                          {"gradients", 40 << 20},
+                          {"rss", 300 << 20}}}};
     if (step % 10 == 0) r["val_loss"] = 5.6 / (1 + 0.05 * step);
     lines += r.dump() + "\n";
   }

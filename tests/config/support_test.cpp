@@ -87,12 +87,6 @@ TEST(Unsupported, EachFeatureIsNamedWithItsValue) {
       {{{"optimizer", {{"type", "Adam"}, {"params", {{"amsgrad", true}}}}}},
        "optimizer.params.amsgrad"},
       {{{"scheduler", {{"type", "StepLR"}}}}, "scheduler.type=StepLR"},
-      {{{"activation_checkpointing", {{"partition_activations", true}}}},
-       "activation_checkpointing.partition_activations"},
-      {{{"activation_checkpointing", {{"cpu_checkpointing", true}}}},
-       "activation_checkpointing.cpu_checkpointing"},
-      {{{"activation_checkpointing", {{"number_checkpoints", 4}}}},
-       "activation_checkpointing.number_checkpoints=4"},
       {{{"wandb", {{"enabled", true}}}},
        "wandb.enabled=true (Weights & Biases is a network service; use tensorboard or csv_monitor)"},
       {{{"comet", {{"enabled", true}}}},
@@ -118,6 +112,17 @@ TEST(Unsupported, StagesZeroToThreeAreSupported) {
   for (int stage : {0, 1, 2, 3}) {
     EXPECT_TRUE(unsupported({{"zero_optimization", {{"stage", stage}}}}).empty()) << stage;
   }
+}
+
+TEST(Unsupported, ActivationCheckpointingIsSupported) {
+  EXPECT_TRUE(unsupported({{"activation_checkpointing",
+                            {{"partition_activations", true},
+                             {"contiguous_memory_optimization", true},
+                             {"cpu_checkpointing", true},
+                             {"number_checkpoints", 4},
+                             {"synchronize_checkpoint_boundary", true},
+                             {"profile", true}}}})
+                  .empty());
 }
 
 TEST(Unsupported, AllFeaturesOfAConfigAreListed) {

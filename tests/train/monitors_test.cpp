@@ -52,21 +52,18 @@ TEST(Monitors, TensorBoardCsvCommsLoggerAndFlopsProfilerOfARun) {
   size_t expected = 0;
   for (const auto& record : metrics) {
     const int64_t samples = record.at("step").get<int64_t>() * kGlobalBatch;
-    for (const auto& [key, value] : record.items()) {
-      if (key == "step" || !(value.is_number() || value.is_boolean())) continue;
+    for (const auto& [field, value] : train::scalar_fields(record)) {
       ++expected;
-      const auto it = logged.find({train::monitor_tag(key), samples});
-      ASSERT_NE(it, logged.end()) << key << " at " << samples;
-      EXPECT_EQ(it->second, static_cast<float>(value.is_boolean() ? double(value.get<bool>())
-                                                                  : value.get<double>()))
-          << key;
+      const auto it = logged.find({train::monitor_tag(field), samples});
+      ASSERT_NE(it, logged.end()) << field << " at " << samples;
+      EXPECT_EQ(it->second, static_cast<float>(value)) << field;
     }
   }
   EXPECT_EQ(logged.size(), expected);
   for (const char* tag :
        {"Train/Samples/train_loss", "Train/Samples/lr", "Train/Samples/loss_scale",
         "Train/Samples/tokens_per_s", "Train/Samples/comm_wait_share",
-        "Train/Samples/mem_parameters_bytes", "Train/Samples/rss_bytes"})
+        "Train/Samples/memory/parameters", "Train/Samples/rss_bytes"})
     EXPECT_TRUE(logged.count({tag, kGlobalBatch})) << tag;
 
   // CSV: DeepSpeed's files with the same values.

@@ -43,6 +43,9 @@ struct TrainConfig {
   double sample_temperature = 0.8;
   int64_t sample_top_k = 40;
   bool memory_report = false;  // rank 0 prints the memory ledger beside the estimate at start
+  // Recompute the model's checkpointable regions (GPT: its blocks) in backward, as DeepSpeed's
+  // activation_checkpointing section configures (HF Trainer's gradient_checkpointing).
+  bool activation_checkpointing = false;
   // At the end, rank 0 writes <run_dir>/model.safetensors (Hugging Face GPT-2 names); at ZeRO
   // stage 3 this needs zero_optimization.stage3_gather_16bit_weights_on_model_save.
   bool save_weights = false;

@@ -54,7 +54,9 @@ TORCH_MODULE(Mlp);
 class BlockImpl : public torch::nn::Module {
  public:
   explicit BlockImpl(const GptConfig& config);
+  // forward_region through activation::checkpoint (recomputed when checkpointing is active).
   at::Tensor forward(const at::Tensor& x);
+  at::Tensor forward_region(const at::Tensor& x);
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
   Mlp mlp{nullptr};

@@ -1,0 +1,86 @@
+// ActivationTracker (see activation_tracker.h).
+#include "train/activation_tracker.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "deepshard/util/log.h"
+
+namespace deepshard::train {
+namespace {
+
+// The DeepSpeed keys of the section that differ from their defaults.
+std::vector<std::string> keys_set(const config::ActivationCheckpointingConfig& c) {
+  std::vector<std::string> out;
+  if (c.partition_activations) out.push_back("partition_activations");
+  if (c.contiguous_memory_optimization) out.push_back("contiguous_memory_optimization");
+  if (c.cpu_checkpointing) out.push_back("cpu_checkpointing");
+  if (c.number_checkpoints) out.push_back("number_checkpoints");
+  if (c.synchronize_checkpoint_boundary) out.push_back("synchronize_checkpoint_boundary");
+  if (c.profile) out.push_back("profile");
+  return out;
+}
+
+}  // namespace
+
+ActivationTracker::ActivationTracker(const config::RunConfig& run, bool rank0) {
+  const auto& options = run.ds.activation_checkpointing;
+  if (run.train.activation_checkpointing) {
+    // No tensor parallelism yet: the model-parallel group has one rank, partition_activations has
+    // nothing to split.
+    checkpointer_ = std::make_unique<activation::Checkpointer>(options, nullptr);
+    if (rank0)
+      log::info(
+          "activation checkpointing: the model's checkpointable regions are recomputed in "
+          "backward",
+          options.number_checkpoints
+              ? " (the first " + std::to_string(*options.number_checkpoints) + " per pass)"
+              : std::string(""),
+          options.partition_activations
+              ? "; partition_activations: model-parallel group of 1 rank, nothing to split"
+              : "");
+  } else if (rank0) {
+    const auto keys = keys_set(options);
+    if (!keys.empty()) {
+      std::string list;
+      for (const auto& k : keys)
+        list += (list.empty() ? "" : ", ") + std::string("activation_checkpointing.") + k;
+      log::warn(list, " set but train.activation_checkpointing is false: nothing is recomputed");
+    }
+  }
+  scope_ = std::make_unique<activation::ActivationMeter::Scope>(meter_);
+}
+
+ActivationTracker::~ActivationTracker() = default;
+
+at::Tensor ActivationTracker::forward(const std::function<at::Tensor()>& forward) {
+  activation::ActivationMeter::Window window(&meter_);
+  if (!checkpointer_) return forward();
+  activation::Checkpointer::Pass pass(*checkpointer_);
+  return forward();
+}
+
+nlohmann::json ActivationTracker::end_step() {
+  const int64_t kept = meter_.kept_peak_bytes(), transient = meter_.transient_peak_bytes();
+  last_ = {kept, transient};
+  run_peak_.kept = std::max(run_peak_.kept, kept);
+  run_peak_.transient = std::max(run_peak_.transient, transient);
+  nlohmann::json out = {{"activation_kept_bytes", kept}, {"activation_transient_bytes", transient}};
+  if (checkpointer_) {
+    out["checkpointed_regions"] = checkpointer_->last_pass_regions();
+    out["checkpoint_kept_bytes"] = checkpointer_->last_pass_kept_bytes();
+    if (checkpointer_->options().profile) {
+      nlohmann::json regions = nlohmann::json::array();
+      for (const auto& t : checkpointer_->take_times())
+        regions.push_back({{"forward_s", t.forward_s},
+                           {"recompute_s", t.recompute_s},
+                           {"backward_s", t.backward_s}});
+      out["checkpoint_profile"] = regions;
+    }
+  }
+  meter_.reset_peaks(/*forget=*/true);
+  return out;
+}
+
+}  // namespace deepshard::train
