@@ -23,6 +23,7 @@ const char* kUsage =
     "                          [--offload-param none|cpu|nvme] [--dtype bf16|fp16|fp32]\n"
     "                          [--grad-dtype bf16|fp16|fp32] [--reduce-bucket-size E]\n"
     "                          [--overlap-comm] [--no-reduce-scatter] [--accumulation G]\n"
+    "                          [--sub-group-size E] [--buffer-count B] [--largest-layer E]\n"
     "       deepshard estimate --model tiny|small|gpt2 [--n-layer L] [--n-head H] [--n-embd C]\n"
     "                          [--vocab-size V] [--dropout P] [--seq T] [--micro-batch B]\n"
     "                          [--number-checkpoints K] [--budget BYTES] [--ranks N] ...\n"
@@ -37,6 +38,10 @@ const char* kUsage =
     "default 5e8), --overlap-comm (two instead of one) and --accumulation (receive buffers).\n"
     "moved/step: bytes one rank's collectives move per optimizer step (design §4; stage 3 with\n"
     "every unit gathered for its forward and its backward: about 3x the parameter bytes).\n"
+    "Each category is split by place: the compute device, host memory (offload cpu) and NVMe\n"
+    "files (offload nvme); swap buf is the host memory of NVMe swapping (--sub-group-size and\n"
+    "--buffer-count as offload_optimizer's). --largest-layer (elements) adds DeepSpeed's own\n"
+    "estimate_zero3_model_states_mem_needs figure for the same model, N ranks on one node.\n"
     "\n"
     "--model (a GPT preset, sizes overriding it; --params then defaults to its parameter count)\n"
     "adds the activation memory one rank keeps for backward at the peak of a training pass of\n"
@@ -148,8 +153,9 @@ void print_activations(const ArgParser& parser, const models::GptConfig& c,
 
 int run_estimate_command(const Args& args) {
   ArgParser parser({"params", "ranks", "stage", "offload", "offload-param", "dtype", "grad-dtype",
-                    "reduce-bucket-size", "accumulation", "model", "n-layer", "n-head", "n-embd",
-                    "vocab-size", "dropout", "seq", "micro-batch", "number-checkpoints", "budget"},
+                    "reduce-bucket-size", "accumulation", "sub-group-size", "buffer-count",
+                    "largest-layer", "model", "n-layer", "n-head", "n-embd", "vocab-size",
+                    "dropout", "seq", "micro-batch", "number-checkpoints", "budget"},
                    {"help", "overlap-comm", "no-reduce-scatter"});
   parser.parse(args);
   if (parser.print_help_if_asked(kUsage)) return 0;
@@ -180,16 +186,60 @@ int run_estimate_command(const Args& args) {
       static_cast<long long>(in.num_params), static_cast<long long>(in.world_size),
       config::to_string(in.dtype), config::to_string(in.grad_dtype),
       config::to_string(in.offload_optimizer), config::to_string(in.offload_param));
-  std::printf("%-7s %12s %12s %12s %12s %12s %12s %12s %12s\n", "stage", "params", "grads",
-              "master", "optimizer", "on device", "offloaded", "comm buf", "moved/step");
+  in.sub_group_size = parser.get_int("sub-group-size", 1'000'000'000);
+  DS_CHECK(in.sub_group_size > 0, UsageError, "--sub-group-size must be positive");
+  in.optimizer_buffer_count = parser.get_int("buffer-count", 4);
+  DS_CHECK(in.optimizer_buffer_count >= 1, UsageError, "--buffer-count must be at least 1");
+  std::printf("%-7s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "stage", "params",
+              "grads", "master", "optimizer", "on device", "host", "nvme", "swap buf", "comm buf",
+              "moved/step");
   for (int stage = 0; stage <= 3; ++stage) {
     in.stage = stage;
     auto e = zero::estimate_model_states(in);
     const int64_t moved = zero::estimate_comm_per_step(in).moved(in.world_size);
-    std::printf("%s%-5d %12s %12s %12s %12s %12s %12s %12s %12s\n", stage == marked ? "* " : "  ",
-                stage, human(e.params).c_str(), human(e.grads).c_str(), human(e.master).c_str(),
-                human(e.optimizer).c_str(), human(e.on_device()).c_str(),
-                human(e.offloaded).c_str(), human(e.comm_buffers).c_str(), human(moved).c_str());
+    int64_t host = 0, nvme = 0;
+    for (const auto* p : {&e.params_at, &e.grads_at, &e.master_at, &e.optimizer_at}) {
+      host += p->host;
+      nvme += p->nvme;
+    }
+    std::printf("%s%-5d %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n",
+                stage == marked ? "* " : "  ", stage, human(e.params).c_str(),
+                human(e.grads).c_str(), human(e.master).c_str(), human(e.optimizer).c_str(),
+                human(e.on_device()).c_str(), human(host).c_str(), human(nvme).c_str(),
+                human(e.swap_buffers).c_str(), human(e.comm_buffers).c_str(),
+                human(moved).c_str());
+  }
+  if (parser.has("largest-layer")) {
+    const int64_t largest = parser.get_int("largest-layer", 0);
+    DS_CHECK(largest > 0, UsageError, "--largest-layer must be positive");
+    in.stage = 3;
+    const auto ours = zero::estimate_model_states(in);
+    const auto ds = zero::deepspeed_zero3_estimate(
+        in.num_params, largest, in.world_size, 1,
+        in.offload_optimizer != config::OffloadDevice::kNone,
+        in.offload_param != config::OffloadDevice::kNone);
+    int64_t host = 0, nvme = 0;
+    for (const auto* p : {&ours.params_at, &ours.grads_at, &ours.master_at, &ours.optimizer_at}) {
+      host += p->host;
+      nvme += p->nvme;
+    }
+    std::printf(
+        "stage 3 beside DeepSpeed's estimate_zero3_model_states_mem_needs(%lld params, largest "
+        "layer %lld, %lld ranks on 1 node, cpu_offload=%s, cpu_offload_params=%s):\n"
+        "  DeepSpeed: %s per device, %s host memory for the node (x1.5 buffer factor, fp16 "
+        "model; NVMe counted as host)\n"
+        "  deepshard: %s on the compute device per rank (+ %s of the largest layer gathered), "
+        "%s host + %s NVMe per rank; x%lld ranks: %s host + %s NVMe\n",
+        static_cast<long long>(in.num_params), static_cast<long long>(largest),
+        static_cast<long long>(in.world_size),
+        in.offload_optimizer != config::OffloadDevice::kNone ? "True" : "False",
+        in.offload_param != config::OffloadDevice::kNone ? "True" : "False",
+        human(ds.device_per_rank).c_str(), human(ds.cpu_per_node).c_str(),
+        human(ours.on_device()).c_str(), human(zero::dtype_bytes(in.dtype) * largest).c_str(),
+        human(host + ours.swap_buffers).c_str(), human(nvme).c_str(),
+        static_cast<long long>(in.world_size),
+        human(in.world_size * (host + ours.swap_buffers)).c_str(),
+        human(in.world_size * nvme).c_str());
   }
   if (model) print_activations(parser, *model, in, marked < 0 ? 0 : marked);
   return 0;

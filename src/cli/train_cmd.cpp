@@ -1,7 +1,11 @@
 // `deepshard train --config RUN.json [--deepspeed DS.json] [--set key.path=value]...`: reads the
 // run file, merges a plain DeepSpeed file and the overrides, joins the process group from the
 // environment (run it under `deepshard launch`, mpirun or srun for several ranks) and trains.
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <memory>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +13,7 @@
 #include "cli/commands.h"
 #include "deepshard/comm/group.h"
 #include "deepshard/config/loader.h"
+#include "deepshard/io/aio_options.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/util/log.h"
 
@@ -26,6 +31,21 @@ const char* kUsage =
     "--memory-report (= --set train.memory_report=true): rank 0 prints the memory ledger by\n"
     "category beside `deepshard estimate`'s prediction for the run (summary.json has it always).\n"
     "Several ranks: deepshard launch -n 2 -- deepshard train --config RUN.json\n";
+
+// Test hook (the executable installs it; the library never reads the environment):
+// DEEPSHARD_TEST_SWAP_WRITE_FAIL=N:R makes every swap-file write after the first N of rank R fail
+// with ENOSPC, as a disk that filled up mid-run.
+void install_swap_fault_for_tests(int rank) {
+  const char* spec = std::getenv("DEEPSHARD_TEST_SWAP_WRITE_FAIL");
+  if (spec == nullptr) return;
+  long long after = 0;
+  int who = 0;
+  if (std::sscanf(spec, "%lld:%d", &after, &who) != 2 || who != rank) return;
+  auto writes = std::make_shared<std::atomic<long long>>(0);
+  io::set_process_fault_hook([writes, after](io::IoOp op, const std::string&, int64_t) {
+    return op == io::IoOp::kWrite && ++*writes > after ? ENOSPC : 0;
+  });
+}
 
 }  // namespace
 
@@ -47,6 +67,7 @@ int run_train_command(const Args& args) {
 
   const auto info = comm::rendezvous_from_env();
   log::set_rank(info.rank);
+  install_swap_fault_for_tests(info.rank);
   std::vector<std::string> warnings;
   const auto run = config::parse_run_config(json, info.world_size, &warnings, origin);
   if (info.rank == 0) {

@@ -41,7 +41,7 @@ void check_flat(const at::Tensor& t, const char* what, at::ScalarType dtype, int
 }  // namespace
 
 FlatAdam::FlatAdam(const config::OptimizerConfig& config, int64_t numel,
-                   std::vector<ParamRange> ranges)
+                   std::vector<ParamRange> ranges, bool host_state)
     : hyper_(hyper_from(config)), numel_(numel), ranges_(std::move(ranges)) {
   DS_CHECK(numel_ >= 0, Error, "FlatAdam: negative buffer size ", numel_);
   for (size_t i = 0; i < ranges_.size(); ++i) {
@@ -62,8 +62,29 @@ FlatAdam::FlatAdam(const config::OptimizerConfig& config, int64_t numel,
         std::max(param_numel_, (r.param_offset >= 0 ? r.param_offset : r.offset) + r.numel);
   }
   // Host buffers: the state lives where the CPU kernel runs (the fp32 master shard's home).
+  if (!host_state) return;
   exp_avg_ = at::zeros({numel_}, at::TensorOptions().dtype(at::kFloat));
   exp_avg_sq_ = at::zeros({numel_}, at::TensorOptions().dtype(at::kFloat));
+}
+
+void FlatAdam::step_window(int64_t lo, int64_t n, float* param_buffer, float* param_window,
+                           const float* grad, float* exp_avg, float* exp_avg_sq, double lr,
+                           float grad_scale, uint16_t* bf16_out) const {
+  DS_CHECK(lo >= 0 && n >= 0 && lo + n <= numel_, Error, "FlatAdam::step_window: [", lo, ", ",
+           lo + n, ") is outside the buffer of ", numel_, " elements");
+  DS_CHECK(step_ >= 1, Error, "FlatAdam::step_window: begin_step() was not called");
+  AdamHyper hyper = hyper_;
+  hyper.lr = lr;
+  for (const ParamRange& r : ranges_) {
+    const int64_t a = std::max(lo, r.offset), b = std::min(lo + n, r.offset + r.numel);
+    if (a >= b) continue;
+    DS_ASSERT((r.param_offset >= 0 ? param_buffer : param_window) != nullptr,
+              "step_window: no parameter pointer for a range");
+    float* p = r.param_offset >= 0 ? param_buffer + r.param_offset + (a - r.offset)
+                                   : param_window + (a - lo);
+    adam_step(p, grad + a, exp_avg + (a - lo), exp_avg_sq + (a - lo), b - a, hyper,
+              r.weight_decay, step_, grad_scale, bf16_out ? bf16_out + (a - lo) : nullptr);
+  }
 }
 
 void FlatAdam::step(const at::Tensor& param, const at::Tensor& grad, double lr, float grad_scale,

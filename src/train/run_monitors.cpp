@@ -10,6 +10,7 @@
 #include "deepshard/monitor/tensorboard.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
+#include "train/training_run.h"
 
 namespace deepshard::train {
 namespace {
@@ -168,5 +169,22 @@ void RunMonitors::finish(nlohmann::json& summary) {
   }
   summary["comms_logger"] = out;
 }
+
+namespace {
+
+// The monitors as a step hook: the step's record to the monitors, comms logger tables, summary.json.
+class MonitorsHook : public StepHook {
+ public:
+  void after_step(TrainingRun& run, StepRecord& step) override {
+    run.monitors->on_step(step.step - 1, step.metrics);
+  }
+  void add_to_summary(const TrainingRun& run, nlohmann::json& out) const override {
+    run.monitors->finish(out);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<StepHook> make_monitors_hook() { return std::make_unique<MonitorsHook>(); }
 
 }  // namespace deepshard::train

@@ -14,6 +14,7 @@
 #include "deepshard/zero/estimator.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "deepshard/util/error.h"
 
@@ -45,6 +46,12 @@ EstimateInput estimate_input(const config::DsConfig& config, int64_t num_params,
   in.overlap_comm = config.zero.overlap_comm;
   in.reduce_scatter = config.zero.reduce_scatter;
   in.gradient_accumulation_steps = config.gradient_accumulation_steps;
+  in.sub_group_size = config.zero.sub_group_size;
+  in.optimizer_buffer_count = config.zero.offload_optimizer.buffer_count;
+  in.offload_ratio = config.zero.offload_optimizer.ratio;
+  in.max_in_cpu = config.zero.offload_param.max_in_cpu;
+  in.param_buffer_count = config.zero.offload_param.buffer_count;
+  in.param_buffer_size = config.zero.offload_param.buffer_size;
   return in;
 }
 
@@ -70,7 +77,9 @@ ModelStateEstimate estimate_model_states(const EstimateInput& in) {
   const int64_t shard = shard_of(in);
   const int64_t b = dtype_bytes(in.dtype);
   const int64_t g = dtype_bytes(in.grad_dtype);
-  const bool has_master = in.dtype != config::DType::kFp32;
+  const bool param_nvme = in.stage >= 3 && in.offload_param == config::OffloadDevice::kNvme;
+  // A separate fp32 master: bf16/fp16 parameters, or parameters on NVMe (stage 3).
+  const bool has_master = in.dtype != config::DType::kFp32 || param_nvme;
 
   ModelStateEstimate e;
   e.params = b * (in.stage >= 3 ? shard : full);
@@ -94,8 +103,60 @@ ModelStateEstimate estimate_model_states(const EstimateInput& in) {
     const int64_t buffers = in.overlap_comm ? 2 : 1;
     e.comm_buffers = buffers * g * ((in.largest_unit_params + in.world_size - 1) / in.world_size);
   }
-  if (in.offload_optimizer != config::OffloadDevice::kNone) e.offloaded += e.master + e.optimizer;
-  if (in.offload_param != config::OffloadDevice::kNone && in.stage >= 3) e.offloaded += e.params;
+  // Places. The compute device is the CPU in this build, so gradients are not copied to the host
+  // for a CPU optimizer (an accelerator build would add a host copy of the gradient shard).
+  auto place = [](config::OffloadDevice d, int64_t bytes) {
+    PlacedBytes p;
+    (d == config::OffloadDevice::kNvme  ? p.nvme
+     : d == config::OffloadDevice::kCpu ? p.host
+                                        : p.compute) = bytes;
+    return p;
+  };
+  const auto param_device = in.stage >= 3 ? in.offload_param : config::OffloadDevice::kNone;
+  e.params_at = place(param_device, e.params);
+  if (param_nvme) {
+    // Persistent units' slices and the first max_in_cpu elements of the others stay in host
+    // memory; the rest is on NVMe.
+    const int64_t n = in.world_size;
+    const int64_t persistent = (std::min(in.persistent_params, full) + n - 1) / n;
+    const int64_t kept = persistent + std::min(in.max_in_cpu, shard - persistent);
+    e.params_at = {};
+    e.params_at.host = b * kept;
+    e.params_at.nvme = e.params - e.params_at.host;
+    if (e.params_at.nvme > 0) {
+      const int64_t slice = (in.largest_unit_params + n - 1) / n;
+      const int64_t buffer = std::min(in.param_buffer_size, slice) * b;
+      e.swap_buffers += (in.param_buffer_count + 1) * ((buffer + 4095) / 4096 * 4096);
+    }
+  }
+  e.grads_at = place(config::OffloadDevice::kNone, e.grads);
+  e.master_at = place(in.offload_optimizer, e.master);
+  e.optimizer_at = place(in.offload_optimizer, e.optimizer);
+  if (in.offload_optimizer != config::OffloadDevice::kNone && in.stage >= 1 && opt_elems > 0) {
+    // Sub-groups of sub_group_size; offload_optimizer.ratio < 1 keeps the first
+    // floor((1 - ratio) * groups) of them on the compute device (SwappedAdam's rule).
+    const int64_t sgs = std::max<int64_t>(1, in.sub_group_size);
+    const int64_t groups = (opt_elems + sgs - 1) / sgs;
+    const auto kept = static_cast<int64_t>(
+        std::floor((1.0 - in.offload_ratio) * static_cast<double>(groups)));
+    const int64_t resident = std::min(opt_elems, kept * sgs);
+    auto split = [&](PlacedBytes& p, int64_t bytes_per_element) {
+      const int64_t away = (opt_elems - resident) * bytes_per_element;
+      p = place(in.offload_optimizer, away);
+      p.compute = resident * bytes_per_element;
+    };
+    if (has_master) split(e.master_at, 4);
+    split(e.optimizer_at, 8);
+    if (in.offload_optimizer == config::OffloadDevice::kNvme && resident < opt_elems) {
+      // SwappedAdam: slots of (exp_avg, exp_avg_sq[, master]) of the largest swapped sub-group.
+      const int64_t arrays = has_master ? 3 : 2;
+      const int64_t largest = std::min(sgs, opt_elems - resident);
+      const int64_t slots = std::max<int64_t>(1, in.optimizer_buffer_count / arrays);
+      e.swap_buffers += slots * arrays * ((largest * 4 + 4095) / 4096 * 4096);
+    }
+  }
+  for (const PlacedBytes* p : {&e.params_at, &e.grads_at, &e.master_at, &e.optimizer_at})
+    e.offloaded += p->host + p->nvme;
   return e;
 }
 
@@ -124,6 +185,36 @@ CommEstimate estimate_comm_per_step(const EstimateInput& in) {
         dtype_bytes(in.dtype) * (2 * gas * ((released + n - 1) / n) + (persistent + n - 1) / n);
   }
   return c;
+}
+
+DeepSpeedZero3Estimate deepspeed_zero3_estimate(int64_t total_params, int64_t largest_layer_params,
+                                                int64_t ranks_per_node, int64_t nodes,
+                                                bool cpu_offload, bool cpu_offload_params,
+                                                bool zero_init, double additional_buffer_factor) {
+  // The formula of DeepSpeed's function, term by term (doubles, truncated as its int()).
+  const double total = static_cast<double>(total_params);
+  const double largest = static_cast<double>(largest_layer_params);
+  const double per_node = static_cast<double>(ranks_per_node);
+  const double ranks = per_node * static_cast<double>(nodes);
+  const double node_factor = 1.0 / static_cast<double>(nodes);
+  const double f = additional_buffer_factor;
+  DeepSpeedZero3Estimate e;
+  e.largest_layer = 4 * largest_layer_params;
+  double cpu = 0, device = 0;
+  if (cpu_offload) {
+    const double per_param = cpu_offload_params ? 18 : 16;
+    device = static_cast<double>(e.largest_layer) +
+             (cpu_offload_params ? 0.0 : static_cast<double>(static_cast<int64_t>(2 * total / ranks)));
+    cpu = zero_init ? total * per_param * node_factor * f
+                    : total * std::max(4 * per_node, per_param * node_factor) * f;
+  } else {
+    device = static_cast<double>(e.largest_layer) +
+             static_cast<double>(static_cast<int64_t>(18 * total / ranks));
+    cpu = zero_init ? largest * 4 * per_node * f : total * 4 * per_node * f;
+  }
+  e.cpu_per_node = static_cast<int64_t>(cpu);
+  e.device_per_rank = static_cast<int64_t>(device);
+  return e;
 }
 
 }  // namespace deepshard::zero

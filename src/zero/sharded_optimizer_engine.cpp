@@ -7,7 +7,9 @@
 #include <deque>
 
 #include "deepshard/util/error.h"
+#include "deepshard/util/log.h"
 #include "zero/grad_ready_hooks.h"
+#include "zero/offload_notes.h"
 
 namespace deepshard::zero {
 
@@ -47,8 +49,19 @@ ShardedOptimizerEngine::ShardedOptimizerEngine(std::shared_ptr<torch::nn::Module
       allocate(MemoryCategory::kGradients, reduce_source_, flat_->padded_numel(), fp32);
   }
   allocate(MemoryCategory::kGradients, grad_shard_, shard, fp32);
-  if (low_precision_params_) {
-    allocate(MemoryCategory::kMasterWeights, master_, shard, fp32);
+  // offload_optimizer: the master, Adam state and the gradients they read live on the offload
+  // device (host memory); gradients are copied there bucket by bucket when it is another device.
+  const config::OffloadConfig& offload = config_.zero.offload_optimizer;
+  const bool nvme = offload.device == config::OffloadDevice::kNvme;
+  const at::Device offload_device = offload.enabled() ? at::Device(at::kCPU) : params.device();
+  if (offload_device != params.device()) {
+    host_grads_ = at::zeros({shard}, fp32.device(offload_device));
+    ledger_.allocate(MemoryCategory::kGradients, shard * 4, MemoryPlace::kHost);
+  }
+  log_offload_notes(config_, params.device(), group_.rank());
+  if (low_precision_params_ && !nvme) {
+    allocate(MemoryCategory::kMasterWeights, master_, shard, fp32.device(offload_device),
+             offload.enabled() ? MemoryPlace::kHost : MemoryPlace::kCompute);
     torch::NoGradGuard no_grad;
     for (size_t b = 0; b < buckets.size(); ++b) {
       master_.narrow(0, buckets[b].shard_offset, buckets[b].shard_numel)
@@ -67,8 +80,25 @@ ShardedOptimizerEngine::ShardedOptimizerEngine(std::shared_ptr<torch::nn::Module
     decay.push_back(e.decay ? config_.optimizer.weight_decay : 0.0);
   adam_ = std::make_unique<optim::FlatAdam>(
       config_.optimizer, shard,
-      layout_->shard_ranges(group_.rank(), decay, /*in_flat_buffer=*/!low_precision_params_));
-  ledger_.allocate(MemoryCategory::kOptimizerState, 2 * shard * 4);
+      layout_->shard_ranges(group_.rank(), decay, /*in_flat_buffer=*/!low_precision_params_),
+      /*host_state=*/!nvme);
+  if (nvme) {
+    swapped_ = std::make_unique<SwappedAdam>(
+        config_, group_.rank(), *adam_, low_precision_params_,
+        offload::split_sub_groups(shard, config_.zero.sub_group_size), [this](int64_t lo, int64_t n, float* out) {
+          for_shard_window(lo, n, [&](int64_t shard_at, int64_t flat_at, int64_t len) {
+            at::from_blob(out + (shard_at - lo), {len}, at::TensorOptions(at::kFloat))
+                .copy_(flat_->params().narrow(0, flat_at, len));
+          });
+        });
+    ledger_.allocate(MemoryCategory::kOptimizerState, 2 * shard * 4, MemoryPlace::kNvme);
+    if (low_precision_params_)
+      ledger_.allocate(MemoryCategory::kMasterWeights, shard * 4, MemoryPlace::kNvme);
+    ledger_.allocate(MemoryCategory::kSwapBuffers, swapped_->held_bytes(), MemoryPlace::kHost);
+  } else {
+    ledger_.allocate(MemoryCategory::kOptimizerState, 2 * shard * 4,
+                     offload.enabled() ? MemoryPlace::kHost : MemoryPlace::kCompute);
+  }
 
   std::vector<GradBuckets::Slot> ranges;
   std::vector<size_t> bucket_of_slot;
@@ -91,9 +121,28 @@ ShardedOptimizerEngine::ShardedOptimizerEngine(std::shared_ptr<torch::nn::Module
 ShardedOptimizerEngine::~ShardedOptimizerEngine() = default;
 
 void ShardedOptimizerEngine::allocate(MemoryCategory category, at::Tensor& buffer, int64_t numel,
-                                      const at::TensorOptions& options) {
+                                      const at::TensorOptions& options, MemoryPlace place) {
   buffer = at::zeros({numel}, options);
-  ledger_.allocate(category, numel * buffer.element_size());
+  ledger_.allocate(category, numel * buffer.element_size(), place);
+}
+
+void ShardedOptimizerEngine::for_shard_window(
+    int64_t lo, int64_t n, const std::function<void(int64_t, int64_t, int64_t)>& fn) const {
+  const auto& buckets = layout_->buckets();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const int64_t a = std::max(lo, buckets[b].shard_offset);
+    const int64_t e = std::min(lo + n, buckets[b].shard_offset + buckets[b].shard_numel);
+    if (a >= e) continue;
+    fn(a, layout_->owned_offset(b, group_.rank()) + (a - buckets[b].shard_offset), e - a);
+  }
+}
+
+void ShardedOptimizerEngine::publish_master(int64_t lo, int64_t n, const float* master) {
+  // The same rounding as the in-RAM path's master.to(dtype).
+  for_shard_window(lo, n, [&](int64_t shard_at, int64_t flat_at, int64_t len) {
+    flat_->params().narrow(0, flat_at, len).copy_(at::from_blob(
+        const_cast<float*>(master) + (shard_at - lo), {len}, at::TensorOptions(at::kFloat)));
+  });
 }
 
 void ShardedOptimizerEngine::on_grad_ready(size_t slot) {
@@ -110,6 +159,7 @@ void ShardedOptimizerEngine::on_grad_ready(size_t slot) {
 
 void ShardedOptimizerEngine::before_backward(bool boundary) {
   first_micro_step_ = micro_steps() % config_.gradient_accumulation_steps == 0;
+  last_micro_step_ = boundary;
   // Stage 2 reduces every micro-step from the hooks (converting to fp32 bucket by bucket); stage 1
   // with a bf16/fp16 model reduces the fp32 buffer, complete only after backward.
   if (partition_grads_ || (boundary && !low_precision_params_)) buckets_->begin();
@@ -160,14 +210,20 @@ void ShardedOptimizerEngine::complete_reduction(size_t bucket) {
   } else if (!into_shard) {
     shard.add_(receive_[bucket % receive_.size()].narrow(0, 0, b.shard_numel));
   }
+  // offload_optimizer on another device than the compute device: this bucket's reduced gradients
+  // go to host memory now (the last micro-step of the window has the complete sum).
+  if (host_grads_.defined() && (!partition_grads_ || last_micro_step_))
+    host_grads_.narrow(0, b.shard_offset, b.shard_numel).copy_(shard, /*non_blocking=*/true);
 }
 
 at::Tensor ShardedOptimizerEngine::owned_params(size_t bucket) const {
   const ShardBucket& b = layout_->buckets()[bucket];
+  // fp32 (updated in place) or nvme (published into the parameters sub-group by sub-group).
   if (!master_.defined()) {
     return flat_->params().narrow(0, layout_->owned_offset(bucket, group_.rank()), b.shard_numel);
   }
-  return master_.narrow(0, b.shard_offset, b.shard_numel).to(flat_->params().scalar_type());
+  return master_.narrow(0, b.shard_offset, b.shard_numel)
+      .to(flat_->params().options());
 }
 
 void ShardedOptimizerEngine::all_gather_params() {
@@ -205,8 +261,17 @@ double ShardedOptimizerEngine::global_grad_norm(const at::Tensor& reduced) {
 void ShardedOptimizerEngine::update_parameters(const UpdateRates& rates, float grad_factor) {
   if (rates.beta1) adam_->set_beta1(*rates.beta1);
   if (rates.beta2) adam_->set_beta2(*rates.beta2);
-  // fp32: the ranges point into the parameter buffer (param_offset), updated in place.
-  adam_->step(master_.defined() ? master_ : flat_->params(), grad_shard_, rates.lr, grad_factor);
+  staged_master_ = staged_exp_avg_ = staged_exp_avg_sq_ = at::Tensor();
+  const at::Tensor grads = host_grads_.defined() ? host_grads_ : grad_shard_;
+  if (swapped_) {
+    swapped_->step(group_, grads, low_precision_params_ ? at::Tensor() : flat_->params(), rates.lr,
+                   grad_factor, [this](int64_t lo, int64_t n, const float* master) {
+                     publish_master(lo, n, master);
+                   });
+  } else {
+    // fp32: the ranges point into the parameter buffer (param_offset), updated in place.
+    adam_->step(master_.defined() ? master_ : flat_->params(), grads, rates.lr, grad_factor);
+  }
   all_gather_params();
 }
 
@@ -216,20 +281,42 @@ void ShardedOptimizerEngine::zero_grads() {
   if (reduce_source_.defined()) reduce_source_.zero_();
 }
 
-std::vector<Engine::StatePiece> ShardedOptimizerEngine::state_view(StateUse) {
+void ShardedOptimizerEngine::stage_swapped_state(bool read) {
+  // The whole shard's state in RAM for the checkpoint's duration (released at the next step).
+  const int64_t shard = layout_->shard_numel();
+  const auto fp32 = at::TensorOptions(at::kFloat);
+  staged_exp_avg_ = at::zeros({shard}, fp32);
+  staged_exp_avg_sq_ = at::zeros({shard}, fp32);
+  staged_master_ = low_precision_params_ ? at::zeros({shard}, fp32) : at::Tensor();
+  if (read) swapped_->read_all(staged_master_, staged_exp_avg_, staged_exp_avg_sq_);
+}
+
+std::vector<Engine::StatePiece> ShardedOptimizerEngine::state_view(StateUse use) {
   // Saving and loading both cover exactly the owned pieces.
+  if (swapped_) stage_swapped_state(/*read=*/use == StateUse::kSave);
+  const at::Tensor& master_shard = swapped_ ? staged_master_ : master_;
+  const at::Tensor& exp_avg = swapped_ ? staged_exp_avg_ : adam_->exp_avg();
+  const at::Tensor& exp_avg_sq = swapped_ ? staged_exp_avg_sq_ : adam_->exp_avg_sq();
   std::vector<StatePiece> out;
   for (const OwnedPiece& p : layout_->owned_pieces(group_.rank())) {
     const FlatParamEntry& e = flat_->entries()[p.slot];
-    const at::Tensor master = master_.defined() ? master_.narrow(0, p.shard_offset, p.numel)
-                                                : flat_->params().narrow(0, p.flat_offset, p.numel);
+    const at::Tensor master = master_shard.defined()
+                                  ? master_shard.narrow(0, p.shard_offset, p.numel)
+                                  : flat_->params().narrow(0, p.flat_offset, p.numel);
     out.push_back({e.name, p.param_begin, p.param_begin + p.numel, master,
-                   adam_->exp_avg().narrow(0, p.shard_offset, p.numel),
-                   adam_->exp_avg_sq().narrow(0, p.shard_offset, p.numel)});
+                   exp_avg.narrow(0, p.shard_offset, p.numel),
+                   exp_avg_sq.narrow(0, p.shard_offset, p.numel)});
   }
   return out;
 }
 
-void ShardedOptimizerEngine::publish_loaded_state() { all_gather_params(); }
+void ShardedOptimizerEngine::publish_loaded_state() {
+  if (swapped_) {
+    swapped_->write_all(staged_master_, staged_exp_avg_, staged_exp_avg_sq_);
+    if (staged_master_.defined()) publish_master(0, layout_->shard_numel(), staged_master_.data_ptr<float>());
+    staged_master_ = staged_exp_avg_ = staged_exp_avg_sq_ = at::Tensor();
+  }
+  all_gather_params();
+}
 
 }  // namespace deepshard::zero

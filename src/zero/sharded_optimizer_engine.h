@@ -10,8 +10,13 @@
 // gradients, runs Adam on the shard and all-gathers the updated slices back into every rank's
 // parameters. Stage 1 with a bf16/fp16 model adds autograd's gradients into a full fp32
 // accumulation buffer after every backward, which is what it reduces (after backward).
+// offload_optimizer (ZeRO-Offload): `cpu` keeps the master and Adam state in host memory (the
+// offload device; on a CPU compute device they are where they were: no copy) and the fused CPU
+// Adam updates them; `nvme` swaps them per sub-group (SwappedAdam), the fp32 parameters staying
+// their own master in the replicated parameter buffer.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -21,6 +26,7 @@
 #include "zero/grad_buckets.h"
 #include "zero/grad_staging.h"
 #include "zero/shard_layout.h"
+#include "zero/swapped_adam.h"
 
 namespace torch::autograd {
 struct Node;
@@ -53,8 +59,16 @@ class ShardedOptimizerEngine : public Engine {
   void complete_reduction(size_t bucket);
   at::Tensor owned_params(size_t bucket) const;  // this rank's updated slice of a bucket
   void all_gather_params();
+  // nvme: cast [lo, lo + n) of the updated fp32 master into the owned parameter slices.
+  void publish_master(int64_t lo, int64_t n, const float* master);
+  // nvme, checkpoints: the state read out of the swap files (save) or to be written (load).
+  void stage_swapped_state(bool read);
   void allocate(MemoryCategory category, at::Tensor& buffer, int64_t numel,
-                const at::TensorOptions& options);
+                const at::TensorOptions& options, MemoryPlace place = MemoryPlace::kCompute);
+  // fn(shard offset, flat offset, length) for the parts of shard window [lo, lo + n) in each
+  // bucket's owned slice.
+  void for_shard_window(int64_t lo, int64_t n,
+                        const std::function<void(int64_t, int64_t, int64_t)>& fn) const;
 
   bool partition_grads_;
   std::unique_ptr<ShardLayout> layout_;
@@ -68,8 +82,12 @@ class ShardedOptimizerEngine : public Engine {
   // window's first micro-step (added into grad_shard_ on completion); one per reduction in flight.
   std::vector<at::Tensor> receive_;
   bool first_micro_step_ = true;  // this backward is the first of its accumulation window
+  bool last_micro_step_ = false;  // this backward ends its accumulation window
+  at::Tensor host_grads_;  // offload to another device than the compute device: the shard's grads
   std::unique_ptr<GradBuckets> buckets_;
   std::unique_ptr<optim::FlatAdam> adam_;
+  std::unique_ptr<SwappedAdam> swapped_;  // offload_optimizer nvme
+  at::Tensor staged_master_, staged_exp_avg_, staged_exp_avg_sq_;  // nvme checkpoints
   // Strong references: autograd holds grad accumulators weakly, and the hooks live on them.
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
 };

@@ -9,7 +9,9 @@
 #include <cstdlib>
 
 #include "deepshard/util/error.h"
+#include "deepshard/util/log.h"
 #include "deepshard/zero/partitioned_build.h"
+#include "zero/offload_notes.h"
 #include "zero/pre_backward.h"
 #include "zero/storage_resize.h"
 
@@ -73,30 +75,117 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
   const auto dtype = units_[0]->params().front().param.scalar_type();
   low_precision_params_ = dtype != at::kFloat;
   const auto options = units_[0]->params().front().param.options().requires_grad(false);
-  shard_ = torch::zeros({shard_numel}, options);
-  ledger_.allocate(MemoryCategory::kParameters, shard_numel * shard_.element_size());
-  in_flight_.resize(units_.size());
+  const config::OffloadConfig& offload_opt = config_.zero.offload_optimizer;
+  const config::OffloadConfig& offload_param = config_.zero.offload_param;
+  log_offload_notes(config_, options.device(), rank);
+  // offload_param nvme: the slices of units that are not persistent go to NVMe, beyond the first
+  // max_in_cpu elements of them (kept in host memory, DeepSpeed's max_in_cpu).
+  const bool param_nvme = offload_param.device == config::OffloadDevice::kNvme;
+  swapped_param_.assign(units_.size(), false);
+  holding_buffer_.assign(units_.size(), false);
+  std::vector<int64_t> resident_at(units_.size(), -1);
+  int64_t resident_numel = 0, in_cpu = 0;
+  std::vector<int64_t> swap_bytes(units_.size(), 0);
+  int64_t largest_swapped = 0;
   for (size_t u = 0; u < units_.size(); ++u) {
-    const at::Tensor slice = shard_.narrow(0, slice_offsets_[u], units_[u]->slice_numel());
+    const int64_t slice = units_[u]->slice_numel();
+    if (param_nvme && !persistent_[u]) {
+      if (in_cpu + slice <= offload_param.max_in_cpu) {
+        in_cpu += slice;
+      } else {
+        swapped_param_[u] = true;
+        swap_bytes[u] = slice * units_[u]->element_size();
+        largest_swapped = std::max(largest_swapped, swap_bytes[u]);
+        continue;
+      }
+    }
+    resident_at[u] = resident_numel;
+    resident_numel += slice;
+  }
+  if (largest_swapped > 0) {
+    offload::PartitionSwapOptions po;
+    const offload::SwapOptions so = swap_options(config_, offload_param, "params", rank);
+    po.nvme_path = so.nvme_path;
+    po.run = so.run;
+    po.rank = rank;
+    po.aio = so.aio;
+    po.pin_memory = offload_param.pin_memory;
+    po.buffer_count = offload_param.buffer_count;
+    // A buffer larger than the largest swapped slice would never be filled; a smaller one is
+    // refused (PartitionSwapper names offload_param.buffer_size).
+    po.buffer_bytes = std::min(offload_param.buffer_size * units_[0]->element_size(),
+                               largest_swapped);
+    param_swapper_ = std::make_unique<offload::PartitionSwapper>(swap_bytes, po);
+    ledger_.allocate(MemoryCategory::kSwapBuffers, param_swapper_->held_bytes(),
+                     MemoryPlace::kHost);
+    if (rank == 0) {
+      log::info("offload_param nvme: ", std::count(swapped_param_.begin(), swapped_param_.end(), true),
+                " of ", units_.size(), " units' slices on NVMe in ", param_swapper_->folder(),
+                " (", offload_param.buffer_count, " buffers of ", po.buffer_bytes,
+                " bytes; read ahead in the trace's order)");
+    }
+  }
+  shard_ = torch::zeros({resident_numel}, options);
+  ledger_.allocate(MemoryCategory::kParameters, resident_numel * shard_.element_size(),
+                   offload_param.enabled() ? MemoryPlace::kHost : MemoryPlace::kCompute);
+  if (shard_numel > resident_numel)
+    ledger_.allocate(MemoryCategory::kParameters,
+                     (shard_numel - resident_numel) * shard_.element_size(), MemoryPlace::kNvme);
+  in_flight_.resize(units_.size());
+  param_slice_.resize(units_.size());
+  for (size_t u = 0; u < units_.size(); ++u) {
+    // A swapped unit's slice passes through a temporary on its way to its swap file.
+    const at::Tensor slice = swapped_param_[u]
+                                 ? torch::zeros({units_[u]->slice_numel()}, options)
+                                 : shard_.narrow(0, resident_at[u], units_[u]->slice_numel());
+    if (!swapped_param_[u]) param_slice_[u] = slice;
     if (prebuilt[u]) {  // released, its slice in a buffer of its own
       DS_CHECK(units_[u]->element_size() == shard_.element_size(), Error, "ZeRO-3: unit ",
                units_[u]->name(), " was built in another dtype than the root");
       units_[u]->move_shard(slice);
+    } else {
+      // A unit starts gathered (it holds the model's parameters).
+      units_[u]->partition(group_, slice);
+      ledger_.allocate(MemoryCategory::kGatheredParams,
+                       units_[u]->padded_numel() * units_[u]->element_size());
+    }
+    if (swapped_param_[u]) {
+      param_swapper_->write(u, slice.data_ptr());
+      units_[u]->set_shard(at::Tensor());
+    }
+    if (prebuilt[u]) {
       if (persistent_[u]) gather(u);
       continue;
     }
-    // A unit starts gathered (it holds the model's parameters).
-    units_[u]->partition(group_, slice);
-    ledger_.allocate(MemoryCategory::kGatheredParams,
-                     units_[u]->padded_numel() * units_[u]->element_size());
     if (persistent_[u]) continue;
     live_elements_ += units_[u]->padded_numel();
     release(u);
   }
+  // offload_optimizer: the master and Adam state on the host (cpu), or swapped per sub-group
+  // (nvme; with ratio < 1 the first sub-groups stay resident on the compute device).
+  const bool opt_nvme = offload_opt.device == config::OffloadDevice::kNvme;
+  const auto groups = offload::split_sub_groups(shard_numel, config_.zero.sub_group_size);
+  int64_t resident = shard_numel;  // elements whose optimizer state stays on the compute device
+  if (offload_opt.enabled()) {
+    resident = 0;
+    const size_t k = SwappedAdam::resident_groups(config_, groups.size());
+    for (size_t i = 0; i < k; ++i) resident += groups[i].numel;
+  }
+  const MemoryPlace away = opt_nvme ? MemoryPlace::kNvme : MemoryPlace::kHost;
+  auto place_state = [&](MemoryCategory category, int64_t bytes_per_element) {
+    if (resident > 0) ledger_.allocate(category, resident * bytes_per_element);
+    if (shard_numel > resident)
+      ledger_.allocate(category, (shard_numel - resident) * bytes_per_element, away);
+  };
+  // A separate fp32 master: bf16/fp16 parameters, or parameters on NVMe (not all in shard_).
+  master_swapped_ = opt_nvme && (low_precision_params_ || param_swapper_);
   master_ = shard_;
-  if (low_precision_params_) {
-    master_ = shard_.to(at::kFloat);
-    ledger_.allocate(MemoryCategory::kMasterWeights, shard_numel * 4);
+  if (low_precision_params_ || param_swapper_) {
+    if (!opt_nvme) {
+      master_ = torch::zeros({shard_numel}, options.dtype(at::kFloat));
+      read_params(0, shard_numel, master_.data_ptr<float>());
+    }
+    place_state(MemoryCategory::kMasterWeights, 4);
   }
   grad_shard_ = torch::zeros({shard_numel}, options.dtype(at::kFloat));
   ledger_.allocate(MemoryCategory::kGradients, shard_numel * 4);
@@ -116,8 +205,15 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
       ranges.push_back(r);
     }
   }
-  adam_ = std::make_unique<optim::FlatAdam>(config_.optimizer, shard_numel, std::move(ranges));
-  ledger_.allocate(MemoryCategory::kOptimizerState, 2 * shard_numel * 4);
+  adam_ = std::make_unique<optim::FlatAdam>(config_.optimizer, shard_numel, std::move(ranges),
+                                            /*host_state=*/!opt_nvme);
+  place_state(MemoryCategory::kOptimizerState, 8);
+  if (opt_nvme) {
+    swapped_ = std::make_unique<SwappedAdam>(
+        config_, rank, *adam_, master_swapped_, groups,
+        [this](int64_t lo, int64_t n, float* out) { read_params(lo, n, out); });
+    ledger_.allocate(MemoryCategory::kSwapBuffers, swapped_->held_bytes(), MemoryPlace::kHost);
+  }
 
   pending_.assign(units_.size(), 0);
   reduced_.assign(units_.size(), false);
@@ -150,9 +246,15 @@ Stage3Engine::~Stage3Engine() {
 void Stage3Engine::with_full_parameters(const std::function<void()>& fn) {
   DS_CHECK(!in_backward_, Error, "ZeRO-3: with_full_parameters() inside a backward");
   for (size_t u = 0; u < units_.size(); ++u) {
-    if (!units_[u]->gathered()) start_gather(u);
+    if (units_[u]->gathered()) continue;
+    // A swapped slice holds a buffer until its gather ends: one at a time.
+    if (swapped_param_[u]) {
+      gather(u);
+    } else {
+      start_gather(u);
+    }
   }
-  for (size_t u = 0; u < units_.size(); ++u) in_flight_[u].wait();
+  for (size_t u = 0; u < units_.size(); ++u) finish_gather(u);
   holding_all_ = true;  // a forward inside fn neither gathers nor releases
   try {
     fn();
@@ -232,10 +334,72 @@ void Stage3Engine::prefetch(size_t current) {
     bucket -= n;
     beyond_current += n;
   }
+  if (!param_swapper_) return;
+  // offload_param nvme: read the next swapped slices of the trace ahead of their gathers, while
+  // swap buffers are free, up to twice the prefetch bucket beyond what is gathered.
+  int64_t ahead = 0;
+  for (size_t v : trace_.upcoming()) {
+    if (!swapped_param_[v] || units_[v]->gathered()) continue;
+    if (ahead > 2 * config_.zero.prefetch_bucket_size || !param_swapper_->prefetch(v)) break;
+    ahead += units_[v]->padded_numel();
+  }
+}
+
+void Stage3Engine::for_units_in(
+    int64_t lo, int64_t n, const std::function<void(size_t, int64_t, int64_t, int64_t)>& fn) const {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const int64_t begin = slice_offsets_[u], end = begin + units_[u]->slice_numel();
+    const int64_t a = std::max(lo, begin), b = std::min(lo + n, end);
+    if (a < b) fn(u, a - begin, a, b - a);
+  }
+}
+
+void Stage3Engine::publish_params(int64_t lo, int64_t n, const float* master) {
+  torch::NoGradGuard no_grad;
+  for_units_in(lo, n, [&](size_t u, int64_t in_slice, int64_t at, int64_t len) {
+    const at::Tensor values = at::from_blob(const_cast<float*>(master) + (at - lo), {len},
+                                            at::TensorOptions(at::kFloat));
+    if (!swapped_param_[u]) {
+      param_slice_[u].narrow(0, in_slice, len).copy_(values);
+      return;
+    }
+    // Windows come in shard order: a swapped unit's slice is assembled, then written whole.
+    if (in_slice == 0) {
+      publish_unit_ = u;
+      publish_filled_ = 0;
+      if (!publish_stage_.defined() || publish_stage_.numel() < units_[u]->slice_numel())
+        publish_stage_ = torch::empty({units_[u]->slice_numel()}, shard_.options());
+    }
+    DS_ASSERT(publish_unit_ == u && publish_filled_ == in_slice, "publish out of order");
+    publish_stage_.narrow(0, in_slice, len).copy_(values);
+    publish_filled_ += len;
+    if (publish_filled_ == units_[u]->slice_numel()) param_swapper_->write(u, publish_stage_.data_ptr());
+  });
+}
+
+void Stage3Engine::read_params(int64_t lo, int64_t n, float* out) {
+  torch::NoGradGuard no_grad;
+  for_units_in(lo, n, [&](size_t u, int64_t in_slice, int64_t at, int64_t len) {
+    at::Tensor dst = at::from_blob(out + (at - lo), {len}, at::TensorOptions(at::kFloat));
+    if (!swapped_param_[u]) {
+      dst.copy_(param_slice_[u].narrow(0, in_slice, len));
+      return;
+    }
+    const void* slice = param_swapper_->acquire(u);
+    dst.copy_(at::from_blob(const_cast<void*>(slice), {units_[u]->slice_numel()}, shard_.options())
+                  .narrow(0, in_slice, len));
+    param_swapper_->release(u);
+  });
 }
 
 void Stage3Engine::start_gather(size_t u) {
   DS_ASSERT(!units_[u]->gathered());
+  if (swapped_param_[u]) {  // its slice from NVMe (read ahead, or now) into a swap buffer
+    const void* slice = param_swapper_->acquire(u);
+    units_[u]->set_shard(at::from_blob(const_cast<void*>(slice), {units_[u]->slice_numel()},
+                                       shard_.options()));
+    holding_buffer_[u] = true;
+  }
   in_flight_[u] = units_[u]->gather_async(group_);
   ledger_.allocate(MemoryCategory::kGatheredParams,
                    units_[u]->padded_numel() * units_[u]->element_size());
@@ -244,12 +408,20 @@ void Stage3Engine::start_gather(size_t u) {
 
 void Stage3Engine::gather(size_t u) {
   if (!units_[u]->gathered()) start_gather(u);
+  finish_gather(u);
+}
+
+void Stage3Engine::finish_gather(size_t u) {
   in_flight_[u].wait();
+  if (!holding_buffer_[u]) return;
+  units_[u]->set_shard(at::Tensor());
+  param_swapper_->release(u);
+  holding_buffer_[u] = false;
 }
 
 void Stage3Engine::release(size_t u) {
   if (!units_[u]->gathered()) return;
-  in_flight_[u].wait();
+  finish_gather(u);
   units_[u]->release();
   ledger_.release(MemoryCategory::kGatheredParams,
                   units_[u]->padded_numel() * units_[u]->element_size());
@@ -345,11 +517,23 @@ double Stage3Engine::global_grad_norm(const at::Tensor& reduced) {
 void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor) {
   if (rates.beta1) adam_->set_beta1(*rates.beta1);
   if (rates.beta2) adam_->set_beta2(*rates.beta2);
-  if (shard_.scalar_type() == at::kBFloat16) {
+  staged_master_ = staged_exp_avg_ = staged_exp_avg_sq_ = at::Tensor();
+  // Read-ahead of the old parameters is stale after this update.
+  if (param_swapper_) param_swapper_->drop_unused();
+  if (swapped_) {
+    swapped_->step(group_, grad_shard_, master_swapped_ ? at::Tensor() : master_, rates.lr,
+                   grad_factor, [this](int64_t lo, int64_t n, const float* master) {
+                     publish_params(lo, n, master);
+                   });
+    if (!master_swapped_ && master_.data_ptr() != shard_.data_ptr())
+      publish_params(0, master_.numel(), master_.data_ptr<float>());
+  } else if (shard_.scalar_type() == at::kBFloat16 && !param_swapper_) {
     adam_->step(master_, grad_shard_, rates.lr, grad_factor, shard_);
   } else {
     adam_->step(master_, grad_shard_, rates.lr, grad_factor);
-    if (low_precision_params_) shard_.copy_(master_);
+    // The same rounding as the kernel's bf16 copy (torch's conversion).
+    if (master_.data_ptr() != shard_.data_ptr())
+      publish_params(0, master_.numel(), master_.data_ptr<float>());
   }
   // The other units gather the new slices when they next run.
   for (size_t u = 0; u < units_.size(); ++u) {
@@ -359,7 +543,19 @@ void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor
 
 void Stage3Engine::zero_grads() { grad_shard_.zero_(); }
 
-std::vector<Engine::StatePiece> Stage3Engine::state_view(StateUse) {
+std::vector<Engine::StatePiece> Stage3Engine::state_view(StateUse use) {
+  // nvme: the whole shard's state in RAM for the checkpoint's duration (released at the next step).
+  if (swapped_) {
+    const int64_t numel = grad_shard_.numel();
+    const auto fp32 = at::TensorOptions(at::kFloat);
+    staged_exp_avg_ = at::zeros({numel}, fp32);
+    staged_exp_avg_sq_ = at::zeros({numel}, fp32);
+    staged_master_ = master_swapped_ ? at::zeros({numel}, fp32) : master_;
+    if (use == StateUse::kSave) swapped_->read_all(staged_master_, staged_exp_avg_, staged_exp_avg_sq_);
+  }
+  const at::Tensor& master = swapped_ ? staged_master_ : master_;
+  const at::Tensor& exp_avg = swapped_ ? staged_exp_avg_ : adam_->exp_avg();
+  const at::Tensor& exp_avg_sq = swapped_ ? staged_exp_avg_sq_ : adam_->exp_avg_sq();
   // The pieces of every unit's slice, as element ranges of the parameters.
   std::vector<StatePiece> out;
   for (size_t u = 0; u < units_.size(); ++u) {
@@ -367,16 +563,20 @@ std::vector<Engine::StatePiece> Stage3Engine::state_view(StateUse) {
       const FlatParamEntry& e = units_[u]->params()[p.slot];
       const int64_t offset = slice_offsets_[u] + p.shard_offset;
       out.push_back({e.name, p.param_begin, p.param_begin + p.numel,
-                     master_.narrow(0, offset, p.numel),
-                     adam_->exp_avg().narrow(0, offset, p.numel),
-                     adam_->exp_avg_sq().narrow(0, offset, p.numel)});
+                     master.narrow(0, offset, p.numel), exp_avg.narrow(0, offset, p.numel),
+                     exp_avg_sq.narrow(0, offset, p.numel)});
     }
   }
   return out;
 }
 
 void Stage3Engine::publish_loaded_state() {
-  if (low_precision_params_) shard_.copy_(master_);
+  if (param_swapper_) param_swapper_->drop_unused();
+  const at::Tensor master = swapped_ ? staged_master_ : master_;
+  if (swapped_) swapped_->write_all(staged_master_, staged_exp_avg_, staged_exp_avg_sq_);
+  if (master.data_ptr() != shard_.data_ptr())
+    publish_params(0, master.numel(), master.data_ptr<float>());
+  staged_master_ = staged_exp_avg_ = staged_exp_avg_sq_ = at::Tensor();
   for (size_t u = 0; u < units_.size(); ++u) {
     if (units_[u]->gathered()) units_[u]->gather(group_);  // persistent units
   }

@@ -18,6 +18,9 @@
 // units aside) beyond the unit fetched now. Evaluation forwards (no grad) fetch on demand. The step
 // is Engine::apply_update: global norm from the gradient shards, Adam on the owned shard, then the
 // persistent units are re-gathered (the others gather afresh when they next run).
+// Offload: offload_optimizer cpu keeps the master and Adam state in host memory (on a CPU compute
+// device where they are), nvme swaps them per sub-group (SwappedAdam; ratio < 1 keeps the first
+// sub-groups resident); offload_param cpu keeps the shard in host memory.
 // A model built under zero.Init (partitioned_build.h) brings its blocks as released units with
 // their slices; the engine adopts them instead of partitioning full blocks.
 #pragma once
@@ -31,6 +34,8 @@
 #include "deepshard/zero/engine.h"
 #include "zero/sharding_plan.h"
 #include "zero/stage3_unit.h"
+#include "deepshard/offload/partition_swapper.h"
+#include "zero/swapped_adam.h"
 #include "zero/unit_trace.h"
 
 namespace torch::autograd {
@@ -71,7 +76,17 @@ class Stage3Engine : public Engine {
   void prefetch(size_t current);
   void start_gather(size_t u);
   void gather(size_t u);
+  void finish_gather(size_t u);  // waits for u's gather; a swap buffer it read from goes back
   void release(size_t u);
+  // The updated fp32 master of shard elements [lo, lo + n) into the parameters (cast): the slices
+  // in RAM, or (offload_param nvme) staged per unit and written when the unit's slice is complete;
+  // windows come in shard order.
+  void publish_params(int64_t lo, int64_t n, const float* master);
+  // The parameters of shard elements [lo, lo + n) as fp32 into `out` (reading swapped slices).
+  void read_params(int64_t lo, int64_t n, float* out);
+  // fn(unit, first element in the unit's slice, shard offset, length) for the units in [lo, lo+n).
+  void for_units_in(int64_t lo, int64_t n,
+                    const std::function<void(size_t, int64_t, int64_t, int64_t)>& fn) const;
   // After u's forward or backward: release it unless persistent or used again within
   // stage3_max_reuse_distance elements of the trace (and within stage3_max_live_parameters).
   void release_unless_reused(size_t u);
@@ -105,6 +120,17 @@ class Stage3Engine : public Engine {
   std::deque<Reduction> reducing_;  // in flight, oldest first
   size_t reductions_started_ = 0;   // picks the receive buffer
   std::unique_ptr<optim::FlatAdam> adam_;
+  std::unique_ptr<SwappedAdam> swapped_;  // offload_optimizer nvme
+  bool master_swapped_ = false;           // SwappedAdam swaps the fp32 master too
+  // offload_param nvme: the units whose slices live on NVMe, the swap files and buffers, and
+  // per unit whether a swap buffer is the source of its gather in flight.
+  std::unique_ptr<offload::PartitionSwapper> param_swapper_;
+  std::vector<bool> swapped_param_, holding_buffer_;
+  std::vector<at::Tensor> param_slice_;  // per unit: its slice in RAM (undefined when swapped)
+  at::Tensor publish_stage_;             // one swapped unit's updated slice being assembled
+  size_t publish_unit_ = 0;
+  int64_t publish_filled_ = 0;
+  at::Tensor staged_master_, staged_exp_avg_, staged_exp_avg_sq_;  // nvme checkpoints
   std::vector<std::function<void()>> pre_backward_;  // per unit, referenced by autograd nodes
   // Per backward: the unit's gradients still to arrive, and whether it was reduced.
   std::vector<size_t> pending_;

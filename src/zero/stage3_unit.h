@@ -34,6 +34,10 @@ class Stage3Unit {
   // dtype) and gathers from there from now on (a unit partitioned before the engine existed).
   void move_shard(const at::Tensor& shard);
 
+  // The slice the next gathers read from, taken as it is (no copy): a swapped slice read into a
+  // buffer (offload_param nvme); undefined until the next set_shard().
+  void set_shard(const at::Tensor& shard) { shard_ = shard; }
+
   // All-gathers the slices into the flat storage (allocating it first if it is released). On a
   // gathered unit it refreshes the parameters from the shards (after an update).
   void gather(comm::Group& group) { gather_async(group).wait(); }

@@ -228,5 +228,39 @@ TEST(FlatAdam, ParamOffsetsUpdateSlicesOfALargerBufferInPlace) {
   EXPECT_THROW(b.step(buffer.narrow(0, 0, 120), at::zeros({50}), c.lr, 1.0f), Error);
 }
 
+// Sub-group stepping (ZeRO-Offload/Infinity): windows of any size with their own moment arrays
+// give the same bits as one step over the buffer, ranges with gaps and parameter offsets included.
+TEST(FlatAdam, StepWindowsEqualOneStepBitForBit) {
+  const auto config = adamw_config();
+  const int64_t n = 5'000;
+  // Two ranges with a gap, the second's parameters elsewhere in a larger buffer.
+  std::vector<ParamRange> ranges = {{0, 2'000, 0.1}, {2'100, 2'900, 0.0, 6'000}};
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const at::Tensor init = at::randn({9'000}, gen);
+  at::Tensor whole = init.clone(), windowed = init.clone();
+  FlatAdam ref(config, n, ranges);
+  FlatAdam win(config, n, ranges, /*host_state=*/false);
+  EXPECT_FALSE(win.exp_avg().defined());
+  std::vector<float> m(n, 0.0f), v(n, 0.0f);
+  for (int step = 0; step < 5; ++step) {
+    const at::Tensor grad = at::randn({n}, gen);
+    ref.step(whole, grad, lr_at(step), 0.5f);
+    win.begin_step();
+    for (int64_t lo = 0; lo < n; lo += 777) {
+      const int64_t len = std::min<int64_t>(777, n - lo);
+      std::vector<float> wm(m.begin() + lo, m.begin() + lo + len), wv(v.begin() + lo, v.begin() + lo + len);
+      win.step_window(lo, len, windowed.data_ptr<float>(), windowed.data_ptr<float>() + lo,
+                      grad.data_ptr<float>(), wm.data(),
+                      wv.data(), lr_at(step), 0.5f);
+      std::copy(wm.begin(), wm.end(), m.begin() + lo);
+      std::copy(wv.begin(), wv.end(), v.begin() + lo);
+    }
+  }
+  EXPECT_TRUE(at::equal(whole, windowed));
+  EXPECT_TRUE(at::equal(ref.exp_avg(), at::from_blob(m.data(), {n})));
+  EXPECT_TRUE(at::equal(ref.exp_avg_sq(), at::from_blob(v.data(), {n})));
+  EXPECT_EQ(win.step_count(), 5);
+}
+
 }  // namespace
 }  // namespace deepshard::optim

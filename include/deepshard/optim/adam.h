@@ -53,7 +53,10 @@ class FlatAdam {
  public:
   // `numel`: size of the flat fp32 buffers this optimizer updates; `ranges` cover it (gaps are
   // padding and stay untouched).
-  FlatAdam(const config::OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges);
+  // `host_state` false: the optimizer keeps no exp_avg/exp_avg_sq of its own (they live elsewhere,
+  // e.g. swapped to NVMe by sub-group) and is stepped with begin_step() + step_window().
+  FlatAdam(const config::OptimizerConfig& config, int64_t numel, std::vector<ParamRange> ranges,
+           bool host_state = true);
 
   // One step: param and grad are flat fp32 contiguous tensors of numel() (param: large enough for
   // every range's param_offset, when ranges give one). `lr` from the schedule.
@@ -61,6 +64,17 @@ class FlatAdam {
   // parameters in the same pass (the ranges only; padding gaps are not written).
   void step(const at::Tensor& param, const at::Tensor& grad, double lr, float grad_scale,
             const at::Tensor& bf16_copy = {});
+
+  // Sub-group stepping (ZeRO-Offload/Infinity): begin_step() once per optimizer step, then
+  // step_window() for windows [lo, lo + n) that cover the buffer once. `param_buffer` and `grad`
+  // are whole-buffer base pointers (as step()'s tensors); ranges without a param_offset take their
+  // parameters from `param_window` instead (the window's own n elements, e.g. a swapped fp32
+  // master), as do `exp_avg`, `exp_avg_sq` and `bf16_out` (nullable). Same arithmetic, element by
+  // element, as step().
+  void begin_step() { ++step_; }
+  void step_window(int64_t lo, int64_t n, float* param_buffer, float* param_window,
+                   const float* grad, float* exp_avg, float* exp_avg_sq, double lr,
+                   float grad_scale, uint16_t* bf16_out = nullptr) const;
 
   int64_t step_count() const { return step_; }
   void set_step_count(int64_t step) { step_ = step; }

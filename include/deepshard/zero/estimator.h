@@ -9,8 +9,17 @@
 #include <cstdint>
 
 #include "deepshard/config/ds_config.h"
+#include "deepshard/zero/memory_ledger.h"
 
 namespace deepshard::zero {
+
+// Bytes of one category by place (compute device, host memory, NVMe files).
+struct PlacedBytes {
+  int64_t compute = 0, host = 0, nvme = 0;
+  int64_t at(MemoryPlace place) const {
+    return place == MemoryPlace::kHost ? host : place == MemoryPlace::kNvme ? nvme : compute;
+  }
+};
 
 struct ModelStateEstimate {
   int64_t params = 0;     // bytes of parameters per rank (compute dtype)
@@ -21,6 +30,10 @@ struct ModelStateEstimate {
   // Not model states: stage 2's bucket-sized gradient staging and receive buffers; stage 3's
   // receive buffer (one unit's slice) with accumulation.
   int64_t comm_buffers = 0;
+  // offload to NVMe: the reusable aligned buffers of the swapping (host memory; not model states).
+  int64_t swap_buffers = 0;
+  // Where each category lives (the engine's MemoryLedger records the same places).
+  PlacedBytes params_at, grads_at, master_at, optimizer_at;
   int64_t total() const { return params + grads + master + optimizer; }
   int64_t on_device() const { return total() - offloaded; }
 };
@@ -43,6 +56,16 @@ struct EstimateInput {
   // backward) and the largest unit's (its slice is the accumulation receive buffer).
   int64_t persistent_params = 0;
   int64_t largest_unit_params = 0;
+  // offload_optimizer nvme: the sub-group size and buffer count size the swap buffers.
+  int64_t sub_group_size = 1'000'000'000;
+  int64_t optimizer_buffer_count = 4;
+  double offload_ratio = 1.0;  // offload_optimizer.ratio (stage 3)
+  // offload_param nvme (stage 3): slices of units that are not persistent beyond max_in_cpu
+  // elements go to NVMe, through buffer_count (+1 for writing) buffers of min(buffer_size, the
+  // largest unit's slice) elements.
+  int64_t max_in_cpu = 1'000'000'000;
+  int64_t param_buffer_count = 5;
+  int64_t param_buffer_size = 100'000'000;
 };
 
 // The input for a run: its config, parameter count, world size and the parameters' dtype (fp16
@@ -72,5 +95,22 @@ struct CommEstimate {
 CommEstimate estimate_comm_per_step(const EstimateInput& input);
 
 int64_t dtype_bytes(config::DType dtype);
+
+// DeepSpeed's own figure, for comparison: deepspeed.runtime.zero.stage3.
+// estimate_zero3_model_states_mem_needs(total_params, largest_layer_params, num_gpus_per_node,
+// num_nodes, cpu_offload, cpu_offload_params, zero_init, additional_buffer_factor), the same
+// formula: host memory per node and device memory per rank (fp16 parameters, 18 bytes of model
+// states per parameter, the largest layer's fp32 gathered on the device, host figures times 1.5).
+// It has no NVMe case: what deepshard puts on NVMe, it counts in host memory.
+struct DeepSpeedZero3Estimate {
+  int64_t cpu_per_node = 0;
+  int64_t device_per_rank = 0;
+  int64_t largest_layer = 0;  // bytes: 4 * largest_layer_params
+};
+DeepSpeedZero3Estimate deepspeed_zero3_estimate(int64_t total_params, int64_t largest_layer_params,
+                                                int64_t ranks_per_node, int64_t nodes,
+                                                bool cpu_offload, bool cpu_offload_params,
+                                                bool zero_init = true,
+                                                double additional_buffer_factor = 1.5);
 
 }  // namespace deepshard::zero

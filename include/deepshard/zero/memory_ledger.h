@@ -17,16 +17,23 @@ enum class MemoryCategory {
   kOptimizerState,  // Adam exp_avg and exp_avg_sq
   kCommBuffers,     // staging buffers for collectives
   kGatheredParams,  // stage 3: parameters gathered for the units running now
+  kSwapBuffers,     // offload to NVMe: the reusable aligned buffers transfers go through
   kCount
 };
 
+// Where the bytes are: the compute device's memory, host memory (offload_* device cpu; on a CPU
+// compute device the same RAM, counted apart), or NVMe swap files (not memory).
+enum class MemoryPlace { kCompute, kHost, kNvme, kCount };
+
 const char* to_string(MemoryCategory category);
+const char* to_string(MemoryPlace place);  // "compute" | "host" | "nvme"
 
 class MemoryLedger {
  public:
-  void allocate(MemoryCategory category, int64_t bytes);
-  void release(MemoryCategory category, int64_t bytes);
-  int64_t bytes(MemoryCategory category) const;
+  void allocate(MemoryCategory category, int64_t bytes, MemoryPlace place = MemoryPlace::kCompute);
+  void release(MemoryCategory category, int64_t bytes, MemoryPlace place = MemoryPlace::kCompute);
+  int64_t bytes(MemoryCategory category) const;  // in every place
+  int64_t bytes(MemoryCategory category, MemoryPlace place) const;
   int64_t peak_bytes(MemoryCategory category) const;
   // Parameters + gradients + master weights + optimizer state (what the estimator predicts).
   int64_t model_state_bytes() const;
@@ -36,7 +43,9 @@ class MemoryLedger {
  private:
   static constexpr size_t kN = static_cast<size_t>(MemoryCategory::kCount);
   mutable std::mutex mu_;
+  static constexpr size_t kP = static_cast<size_t>(MemoryPlace::kCount);
   std::array<int64_t, kN> bytes_{};
+  std::array<std::array<int64_t, kP>, kN> placed_{};
   std::array<int64_t, kN> peak_{};
   int64_t total_ = 0, peak_total_ = 0;
 };

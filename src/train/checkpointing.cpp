@@ -1,0 +1,108 @@
+// Checkpoints of a training run: the resume step (train.resume: "auto", a tag or a tag folder)
+// and the checkpoint hook (every train.save_interval steps, after the last step, and when a stop
+// signal came).
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "deepshard/checkpoint/engine_checkpoint.h"
+#include "deepshard/checkpoint/tag_directory.h"
+#include "deepshard/util/log.h"
+#include "train/training_run.h"
+
+namespace deepshard::train {
+namespace {
+
+// Loads the checkpoint train.resume names into the engine; returns the steps already done.
+int64_t resume_from(const config::TrainConfig& train, const std::string& checkpoint_dir,
+                    zero::Engine& engine, bool rank0) {
+  namespace fs = std::filesystem;
+  std::string dir = checkpoint_dir, tag;
+  if (train.resume == "auto") {
+    if (!checkpoint::read_latest(checkpoint_dir)) {
+      if (rank0) log::info("resume auto: no checkpoint in ", checkpoint_dir, "; starting fresh");
+      return 0;
+    }
+  } else if (fs::exists(fs::path(train.resume) / checkpoint::kManifestName)) {
+    const fs::path path = fs::path(train.resume).lexically_normal();
+    const fs::path p = path.has_filename() ? path : path.parent_path();
+    dir = p.parent_path().string();
+    tag = p.filename().string();
+  } else {
+    tag = train.resume;
+  }
+  const auto t0 = Clock::now();
+  const zero::LoadedCheckpoint loaded = engine.load_checkpoint(dir, tag);
+  const auto client = nlohmann::json::parse(loaded.client_state_json);
+  const int64_t step = client.value("step", loaded.global_steps);
+  if (rank0)
+    log::info("resumed from ", loaded.path, " (saved by ", loaded.saved_world_size,
+              " rank(s) at ZeRO stage ", loaded.saved_stage, ") at step ", step, " in ",
+              seconds_since(t0), " s");
+  return step;
+}
+
+int64_t directory_bytes(const std::string& dir) {
+  int64_t total = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file()) total += static_cast<int64_t>(e.file_size());
+  return total;
+}
+
+// The client state saved with each checkpoint: what `generate --checkpoint` and resume read.
+nlohmann::json client_state(const TrainingRun& run, int64_t step) {
+  const auto& g = run.gpt_cfg;
+  return {{"step", step},
+          {"seed", run.config.train.seed},
+          {"data_train", run.config.data.train},
+          {"world_size", run.group.size()},
+          {"run_config", nlohmann::json::parse(run.config.resolved_json)},
+          {"model",
+           {{"preset", run.config.model.preset},
+            {"n_layer", g.n_layer},
+            {"n_head", g.n_head},
+            {"n_embd", g.n_embd},
+            {"block_size", g.block_size},
+            {"vocab_size", g.vocab_size},
+            {"bias", g.bias}}}};
+}
+
+class CheckpointHook : public StepHook {
+ public:
+  void after_step(TrainingRun& run, StepRecord& step) override {
+    const auto& train = run.config.train;
+    const bool periodic =
+        train.save_interval > 0 && (step.step % train.save_interval == 0 || step.last);
+    if (run.checkpointing && (periodic || step.stop)) save(run, step.step);
+    if (step.stop && run.rank0)
+      log::info("stop requested (signal): stopped after step ", step.step, " of ", train.steps,
+                run.checkpointing ? ", checkpoint saved" : "");
+  }
+
+ private:
+  static void save(TrainingRun& run, int64_t step) {
+    const std::string tag = "step" + std::to_string(step);
+    const auto s0 = Clock::now();
+    run.engine->save_checkpoint(run.checkpoint_dir, tag, client_state(run, step).dump());
+    if (!run.rank0) return;
+    const double seconds = seconds_since(s0);
+    const std::string path = checkpoint::tag_path(run.checkpoint_dir, tag);
+    const double mb = directory_bytes(path) / 1e6;
+    log::info("saved checkpoint ", path, ": ", mb, " MB in ", seconds, " s (", mb / seconds,
+              " MB/s)");
+  }
+};
+
+}  // namespace
+
+void resume(TrainingRun& run) {
+  const auto& train = run.config.train;
+  run.checkpointing = train.save_interval > 0 || !train.checkpoint_dir.empty();
+  run.checkpoint_dir =
+      train.checkpoint_dir.empty() ? train.run_dir + "/checkpoints" : train.checkpoint_dir;
+  if (!train.resume.empty())
+    run.start_step = resume_from(train, run.checkpoint_dir, *run.engine, run.rank0);
+}
+
+std::unique_ptr<StepHook> make_checkpoint_hook() { return std::make_unique<CheckpointHook>(); }
+
+}  // namespace deepshard::train

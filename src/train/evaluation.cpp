@@ -1,0 +1,41 @@
+// The evaluation hook: mean validation loss every train.eval_interval steps and after the last
+// step, when the run has data.valid.
+#include <torch/torch.h>
+
+#include "train/training_run.h"
+
+namespace deepshard::train {
+namespace {
+
+// Mean validation loss over `batches` micro-batches per rank (the same batches every time).
+double evaluate(models::Gpt& model, const data::DistributedSampler& sampler, int64_t batches,
+                comm::Group& group) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  double sum = 0.0;
+  for (int64_t i = 0; i < batches; ++i) {
+    auto batch = sampler.batch(/*step=*/i, /*micro_step=*/0);
+    sum += model->loss(batch.inputs, batch.targets).item<double>();
+  }
+  model->train();
+  return mean_over_ranks(group, sum / static_cast<double>(batches));
+}
+
+class EvaluationHook : public StepHook {
+ public:
+  void after_step(TrainingRun& run, StepRecord& step) override {
+    if (!run.data.valid_sampler) return;
+    const int64_t interval = run.config.train.eval_interval;
+    if (!(step.last || (interval > 0 && step.step % interval == 0))) return;
+    step.val_loss =
+        evaluate(run.model, *run.data.valid_sampler, run.config.train.eval_batches, run.group);
+    run.summary.final_val_loss = step.val_loss;
+    step.metrics["val_loss"] = step.val_loss;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<StepHook> make_evaluation_hook() { return std::make_unique<EvaluationHook>(); }
+
+}  // namespace deepshard::train

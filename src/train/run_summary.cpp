@@ -1,0 +1,78 @@
+// The last step of a training run: peak memory of every rank, the trained weights
+// (train.save_weights), a text sample (train.sample_tokens) and summary.json (rank 0).
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "deepshard/data/tokenizer.h"
+#include "deepshard/monitor/jsonl_writer.h"
+#include "deepshard/monitor/process_memory.h"
+#include "train/memory_report.h"
+#include "train/save_weights.h"
+#include "train/training_run.h"
+
+namespace deepshard::train {
+namespace {
+
+// At stage 3 every rank runs the sampling forward: it gathers parameters collectively.
+void sample_text(TrainingRun& run) {
+  const auto& train = run.config.train;
+  if (train.sample_tokens <= 0 || run.summary.stopped) return;
+  if (!run.rank0 && run.ds.zero.stage != 3) return;
+  data::ByteTokenizer tokenizer;
+  auto prompt16 = tokenizer.encode(train.sample_prompt);
+  std::vector<int64_t> prompt(prompt16.begin(), prompt16.end());
+  auto tokens = run.model->generate(prompt, train.sample_tokens, train.sample_temperature,
+                                    train.sample_top_k, train.seed);
+  run.summary.sample = train.sample_prompt + tokenizer.decode(tokens);
+}
+
+nlohmann::json summary_json(const TrainingRun& run) {
+  const TrainSummary& summary = run.summary;
+  const auto& ledger = run.engine->ledger();
+  nlohmann::json memory = nlohmann::json::object(), peak = nlohmann::json::object();
+  for (int c = 0; c < static_cast<int>(zero::MemoryCategory::kCount); ++c) {
+    auto category = static_cast<zero::MemoryCategory>(c);
+    memory[zero::to_string(category)] = ledger.bytes(category);
+    peak[zero::to_string(category)] = ledger.peak_bytes(category);
+  }
+  memory["model_states"] = ledger.model_state_bytes();
+  nlohmann::json out = {{"steps", summary.steps},
+                        {"final_loss", summary.final_loss},
+                        {"mean_tokens_per_s", summary.mean_tokens_per_s},
+                        {"comm_wait_share", summary.comm_wait_share},
+                        {"world_size", run.group.size()},
+                        {"num_parameters", run.engine->num_parameters()},
+                        {"peak_rss_bytes", summary.peak_rss_bytes},
+                        {"ledger_bytes_rank0", memory},
+                        {"ledger_peak_bytes_rank0", peak},
+                        {"comm", nlohmann::json::object()},
+                        {"config", nlohmann::json::parse(run.config.resolved_json)}};
+  out["memory_report"] = memory_report_json(ledger, run.memory_estimate);
+  out["comm_estimate_per_step"] =
+      comm_estimate_json(zero::estimate_comm_per_step(run.estimate_in), run.group.size());
+  if (summary.final_val_loss >= 0) out["final_val_loss"] = summary.final_val_loss;
+  if (!summary.sample.empty()) out["sample"] = summary.sample;
+  for (const auto& [op, stats] : run.group.log().snapshot()) {
+    out["comm"][op] = {{"calls", stats.calls},
+                       {"bytes", stats.bytes},
+                       {"seconds", stats.seconds},
+                       {"wait_seconds", stats.wait_seconds}};
+  }
+  return out;
+}
+
+}  // namespace
+
+void finish_run(TrainingRun& run, const std::vector<std::unique_ptr<StepHook>>& hooks) {
+  run.summary.peak_rss_bytes = gather_over_ranks(run.group, monitor::peak_rss_bytes());
+  if (run.config.train.save_weights)
+    save_model_weights(*run.engine, run.model, run.config.train.run_dir + "/model.safetensors");
+  sample_text(run);
+  if (!run.rank0) return;
+  nlohmann::json out = summary_json(run);
+  for (const auto& hook : hooks) hook->add_to_summary(run, out);
+  monitor::write_json_file(run.config.train.run_dir + "/summary.json", out);
+}
+
+}  // namespace deepshard::train

@@ -1,0 +1,23 @@
+// The data step of a training run: the training and validation token files and their samplers.
+#include "train/training_run.h"
+
+namespace deepshard::train {
+
+void build_data(TrainingRun& run) {
+  const auto& ds = run.ds;
+  const auto& files = run.config.data;
+  const int64_t vocab = run.gpt_cfg.vocab_size, block = run.gpt_cfg.block_size;
+  const uint64_t seed = run.config.train.seed;
+  TrainData& d = run.data;
+  d.train_file = std::make_unique<data::TokenFile>(files.train, vocab);
+  d.sampler = std::make_unique<data::DistributedSampler>(
+      *d.train_file, block, ds.train_micro_batch_size_per_gpu, ds.gradient_accumulation_steps,
+      run.group.rank(), run.group.size(), seed);
+  if (files.valid.empty()) return;
+  d.valid_file = std::make_unique<data::TokenFile>(files.valid, vocab);
+  d.valid_sampler = std::make_unique<data::DistributedSampler>(
+      *d.valid_file, block, ds.train_micro_batch_size_per_gpu, 1, run.group.rank(),
+      run.group.size(), seed + 1);
+}
+
+}  // namespace deepshard::train

@@ -1,0 +1,74 @@
+// The step of the training loop: one optimizer step (forward, backward and engine step for each
+// micro-batch of the accumulation window), its loss and stop flag agreed by all ranks.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "deepshard/util/error.h"
+#include "train/stop_signals.h"
+#include "train/training_run.h"
+
+namespace deepshard::train {
+namespace {
+
+// Test hook: DEEPSHARD_TEST_FAIL_AT_STEP=S (and optionally DEEPSHARD_TEST_FAIL_RANK=R, default 0)
+// makes that rank throw at the start of step S, to test how a dying rank is handled.
+void maybe_inject_failure(int64_t step, int rank) {
+  static const char* at = std::getenv("DEEPSHARD_TEST_FAIL_AT_STEP");
+  static const char* who = std::getenv("DEEPSHARD_TEST_FAIL_RANK");
+  if (at == nullptr || std::atoll(at) != step) return;
+  if ((who ? std::atoi(who) : 0) != rank) return;
+  throw Error("injected failure at step " + std::to_string(step) +
+              " (DEEPSHARD_TEST_FAIL_AT_STEP)");
+}
+
+}  // namespace
+
+StepRecord train_one_step(TrainingRun& run, int64_t step) {
+  const auto& ds = run.ds;
+  maybe_inject_failure(step + 1, run.group.rank());
+  const auto t0 = Clock::now();
+  StepRecord r;
+  double loss_sum = 0.0;
+  for (int64_t micro = 0; micro < ds.gradient_accumulation_steps; ++micro) {
+    auto batch = run.data.sampler->batch(step, micro);
+    run.monitors->before_forward(step, micro);
+    auto loss =
+        run.activations->forward([&] { return run.model->loss(batch.inputs, batch.targets); });
+    run.monitors->after_forward();
+    run.engine->backward(loss);
+    run.monitors->after_backward();
+    r.result = run.engine->step();
+    run.monitors->after_micro_step();
+    loss_sum += loss.item<double>();
+  }
+  DS_ASSERT(r.result.boundary, "the accumulation window did not end with the step");
+  r.step_time = seconds_since(t0);
+  // The loss mean also tells every rank whether any rank was asked to stop.
+  auto shared = torch::tensor(
+      {loss_sum / ds.gradient_accumulation_steps, stop_requested() ? 1.0 : 0.0}, torch::kDouble);
+  run.group.all_reduce(shared, comm::ReduceOp::kAvg);
+  r.loss = shared[0].item<double>();
+  r.stop = shared[1].item<double>() > 0;
+  r.step = step + 1;
+  r.first = step == run.start_step;
+  r.last = r.step == run.config.train.steps;
+  const double tokens_per_step =
+      static_cast<double>(ds.train_batch_size) * static_cast<double>(run.gpt_cfg.block_size);
+  r.tokens_per_s = tokens_per_step / r.step_time;
+  DS_CHECK(std::isfinite(r.loss), Error, "step ", r.step, ": the training loss is ", r.loss);
+  run.summary.final_loss = r.loss;
+  run.summary.steps = r.step;
+  r.metrics = {{"step", r.step},
+               {"loss", r.loss},
+               {"lr", r.result.lr},
+               {"grad_norm", r.result.grad_norm},
+               {"loss_scale", r.result.loss_scale},
+               {"skipped", r.result.skipped},
+               {"tokens_per_s", r.tokens_per_s},
+               {"step_time_s", r.step_time}};
+  return r;
+}
+
+}  // namespace deepshard::train

@@ -1,0 +1,128 @@
+// The state one `deepshard train` run shares between its named steps, and the step functions
+// themselves. run_training (trainer.cpp) calls them in order:
+//   setup -> build_model -> build_data -> build_engine -> resume -> step loop -> finish
+// where the step loop runs train_one_step and then every StepHook (throughput, memory profile,
+// evaluation, progress, metrics file, checkpointing) in order. A new per-step concern (a monitor, a
+// timing breakdown, a memory profile) is a StepHook in its own file, added to make_step_hooks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "deepshard/comm/group.h"
+#include "deepshard/config/run_config.h"
+#include "deepshard/data/sampler.h"
+#include "deepshard/data/token_file.h"
+#include "deepshard/models/gpt.h"
+#include "deepshard/train/trainer.h"
+#include "deepshard/zero/engine.h"
+#include "deepshard/zero/estimator.h"
+#include "deepshard/zero/partitioned_build.h"
+#include "train/activation_tracker.h"
+#include "train/run_monitors.h"
+
+namespace deepshard::train {
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The token files and samplers of a run (valid_* null without data.valid).
+struct TrainData {
+  std::unique_ptr<data::TokenFile> train_file;
+  std::unique_ptr<data::DistributedSampler> sampler;
+  std::unique_ptr<data::TokenFile> valid_file;
+  std::unique_ptr<data::DistributedSampler> valid_sampler;
+};
+
+struct TrainingRun {
+  TrainingRun(const config::RunConfig& run, comm::Group& group)
+      : config(run), ds(run.ds), group(group), rank0(group.rank() == 0) {}
+
+  const config::RunConfig& config;
+  const config::DsConfig& ds;
+  comm::Group& group;
+  const bool rank0;
+
+  // build_model
+  models::GptConfig gpt_cfg;
+  std::unique_ptr<zero::PartitionedBuild> zero_init;  // stage 3 zero.Init, else null
+  models::Gpt model{nullptr};
+  // build_data
+  TrainData data;
+  // build_engine
+  std::unique_ptr<zero::Engine> engine;
+  zero::EstimateInput estimate_in;
+  zero::ModelStateEstimate memory_estimate;
+  // resume
+  bool checkpointing = false;  // train.save_interval or train.checkpoint_dir set
+  std::string checkpoint_dir;
+  int64_t start_step = 0;  // optimizer steps already done (0 unless resumed)
+  // Recompute (train.activation_checkpointing) and the activation meter, for the training loop.
+  std::unique_ptr<ActivationTracker> activations;
+  // tensorboard, csv_monitor, comms_logger, flops_profiler (run_monitors.h); made first.
+  std::unique_ptr<RunMonitors> monitors;
+
+  TrainSummary summary;
+};
+
+// One finished optimizer step as the hooks after it see it (every rank has the same values).
+struct StepRecord {
+  int64_t step = 0;    // 1-based number of the step just done
+  bool first = false;  // the first step of this process (the warm-up step: not timed)
+  bool last = false;   // step == train.steps
+  double loss = 0.0;   // mean over ranks and micro-steps
+  bool stop = false;   // a rank was asked to stop (signal)
+  zero::StepResult result;
+  double step_time = 0.0;     // seconds, this rank
+  double tokens_per_s = 0.0;  // global batch tokens / step_time
+  double val_loss = -1.0;     // set by the evaluation hook when it evaluated, else -1
+  nlohmann::json metrics;     // the metrics.jsonl record; hooks add their fields
+};
+
+// Something done after every optimizer step (in make_step_hooks' order, on every rank: a hook
+// may run collectives), and at the end of the run.
+class StepHook {
+ public:
+  virtual ~StepHook() = default;
+  virtual void after_step(TrainingRun& run, StepRecord& step) = 0;
+  // After the loop (every rank): fill the TrainSummary fields this hook owns.
+  virtual void finish(TrainingRun& run) {}
+  // Rank 0, when summary.json is written: add this hook's fields.
+  virtual void add_to_summary(const TrainingRun& run, nlohmann::json& out) const {}
+};
+
+// run_setup.cpp: checks data.train, creates the run folder, seeds this rank's generator.
+void setup(TrainingRun& run);
+// model_build.cpp: the model (under zero.Init at stage 3), init_from weights, training dtype.
+void build_model(TrainingRun& run);
+// train_data.cpp: token files and samplers.
+void build_data(TrainingRun& run);
+// engine_setup.cpp: the ZeRO engine, the memory estimate and report, the start banner.
+void build_engine(TrainingRun& run);
+// checkpointing.cpp: the checkpoint folder; train.resume loads a checkpoint (sets start_step).
+void resume(TrainingRun& run);
+// train_step.cpp: one optimizer step (all micro-steps), the loss and stop flag agreed by all ranks.
+StepRecord train_one_step(TrainingRun& run, int64_t step);
+// The hooks, in the order they run after each step.
+std::vector<std::unique_ptr<StepHook>> make_step_hooks(const TrainingRun& run);
+std::unique_ptr<StepHook> make_throughput_hook(const TrainingRun& run);  // throughput.cpp
+std::unique_ptr<StepHook> make_memory_profile_hook();                    // memory_profile_hook.cpp
+std::unique_ptr<StepHook> make_evaluation_hook();                        // evaluation.cpp
+std::unique_ptr<StepHook> make_progress_hook();                          // progress.cpp
+std::unique_ptr<StepHook> make_metrics_file_hook(const TrainingRun& run);  // progress.cpp
+std::unique_ptr<StepHook> make_checkpoint_hook();                          // checkpointing.cpp
+std::unique_ptr<StepHook> make_monitors_hook();                            // run_monitors.cpp
+// run_summary.cpp: final weights, text sample, summary.json.
+void finish_run(TrainingRun& run, const std::vector<std::unique_ptr<StepHook>>& hooks);
+
+// Mean of a per-rank scalar over all ranks; a per-rank value gathered from all ranks.
+double mean_over_ranks(comm::Group& group, double value);
+std::vector<int64_t> gather_over_ranks(comm::Group& group, int64_t value);
+
+}  // namespace deepshard::train
