@@ -4,7 +4,8 @@
 # for docs/benchmarks.md. Usage: scripts/bench.sh [--repeat R] [--steps S] [--case NAME]...
 # Cases: small-n1 small-n2 peer-n2 (default), gpt2-n2 (the gpt2 preset, block 128, 2 sequences
 # per rank); any case + "-zS" runs ZeRO stage S (e.g. small-n2-z3), + "-bf16" runs it in bf16
-# (e.g. small-n2-z2-bf16, gpt2-n2-z3-bf16).
+# (e.g. small-n2-z2-bf16, gpt2-n2-z3-bf16), + "-gloo" / "-shm" picks the comm transport (default
+# auto: shared memory on one host), e.g. gpt2-n2-z0-bf16-gloo.
 # peer-* use the model of ../shared/peers, for side-by-side comparison with PyTorch DDP / ZeRO-1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,8 @@ peer="model.n_layer=4 model.n_head=4 model.n_embd=256 model.block_size=128"
 case_args() {
   case "$1" in
     *-bf16) echo "$(case_args "${1%-bf16}") bf16.enabled=true" ;;
+    *-gloo) echo "$(case_args "${1%-gloo}") comm.transport=gloo" ;;
+    *-shm) echo "$(case_args "${1%-shm}") comm.transport=shm" ;;
     *-z[0-3]) echo "$(case_args "${1%-z?}") zero_optimization.stage=${1##*-z}" ;;
     small-n1) echo "1 16" ;;
     small-n2) echo "2 8" ;;

@@ -4,18 +4,23 @@
 # sequence per rank: tokens/s (mean over the steps after the first), step time with/without, peak
 # RSS per rank and the activation bytes kept at the peak (the meter, rank 0). Then, at stage 3, the
 # largest micro-batch whose peak RSS per rank stays within --budget (bytes), with and without,
-# measured by trying micro-batches 1, 2, ... (and the estimator's prediction beside it).
-# Usage: scripts/bench_activation.sh [--steps S] [--budget BYTES] [--max-micro M] [--no-budget]
+# measured by trying micro-batches 1, 2, ... (one step each; with checkpointing from --ckpt-from,
+# every smaller one fitting too since the peak grows with the micro-batch), and the estimator's
+# prediction beside it. --budget-only skips the first part.
+# Usage: scripts/bench_activation.sh [--steps S] [--budget BYTES] [--max-micro M] [--ckpt-from M]
+#                                    [--no-budget | --budget-only]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps=4; budget=3221225472; max_micro=12; do_budget=1
+steps=4; budget=3221225472; max_micro=12; do_budget=1; do_table=1; ckpt_from=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps="$2"; shift 2 ;;
     --budget) budget="$2"; shift 2 ;;
     --max-micro) max_micro="$2"; shift 2 ;;
     --no-budget) do_budget=0; shift ;;
-    *) echo "usage: scripts/bench_activation.sh [--steps S] [--budget BYTES] [--max-micro M] [--no-budget]" >&2; exit 2 ;;
+    --budget-only) do_table=0; shift ;;
+    --ckpt-from) ckpt_from="$2"; shift 2 ;;
+    *) echo "usage: see the head of scripts/bench_activation.sh" >&2; exit 2 ;;
   esac
 done
 build_dir="${BUILD_DIR:-build}"
@@ -41,6 +46,7 @@ run() {
 max_rss() { json_array "$1/summary.json" peak_rss_bytes | tr ',' '\n' | sort -n | tail -1; }
 
 echo "machine: $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "$do_table" = 1 ]; then
 echo
 echo "| stage | checkpointing | tokens/s | step time s | peak RSS/rank MiB | activations kept MiB (rank 0) |"
 echo "|---|---|---|---|---|---|"
@@ -62,15 +68,18 @@ for stage in 0 3; do
   echo "stage $stage: step time with / without checkpointing: $(awk -v a="${step_time[s$stage-true]}" -v b="${step_time[s$stage-false]}" 'BEGIN{printf "%.2fx", a/b}')"
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
 [ "$do_budget" = 1 ] || exit 0
 
 echo
-echo "largest micro-batch at stage 3 with peak RSS per rank <= $budget bytes (2 steps per try):"
+echo "largest micro-batch at stage 3 with peak RSS per rank <= $budget bytes (1 step per try):"
 for ckpt in false true; do
-  fits=0
-  for micro in $(seq 1 "$max_micro"); do
+  first=1
+  [ "$ckpt" = true ] && first="$ckpt_from"
+  fits=$((first - 1))
+  for micro in $(seq "$first" "$max_micro"); do
     name="budget-$ckpt-$micro"
-    run "$name" 3 "$ckpt" "$micro" 2 || { echo "  micro-batch $micro: run failed" >&2; break; }
+    run "$name" 3 "$ckpt" "$micro" 1 || { echo "  micro-batch $micro: run failed" >&2; break; }
     rss=$(max_rss "$out_dir/$name")
     echo "  checkpointing $ckpt, micro-batch $micro: peak RSS/rank $((rss / 1048576)) MiB"
     [ "$rss" -le "$budget" ] || break

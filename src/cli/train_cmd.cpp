@@ -11,7 +11,7 @@
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
-#include "deepshard/comm/group.h"
+#include "deepshard/comm/transport_options.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/io/aio_options.h"
 #include "deepshard/train/trainer.h"
@@ -73,8 +73,10 @@ int run_train_command(const Args& args) {
   if (info.rank == 0) {
     for (const auto& w : warnings) log::warn(w);
   }
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(run.comm.timeout_s * 1000));
-  auto group = comm::Group::create(info, timeout);
+  comm::GroupOptions group_options;
+  group_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(run.comm.timeout_s * 1000));
+  group_options.transport = comm::parse_transport(run.comm.transport, "comm.transport");
+  auto group = comm::create_group(info, group_options);
 
   const auto summary = train::run_training(run, *group);
   if (info.rank == 0) {

@@ -1,5 +1,5 @@
-// The Gloo transport: rendezvous through a c10d TCPStore hosted by rank 0 (wrapped in a
-// PrefixStore), then a ProcessGroupGloo whose timeout bounds every operation. Device choice (see
+// The Gloo transport: a ProcessGroupGloo joined through the job's store (store.cpp, wrapped in a
+// PrefixStore) whose timeout bounds every operation. Device choice (see
 // docs/comm.md): GLOO_SOCKET_IFNAME when set; loopback when every rank is on this node; otherwise
 // the local address of the interface that routes to MASTER_ADDR, so that peers on other machines
 // can connect (gethostname-based createDefaultDevice silently falls back to loopback when the
@@ -13,9 +13,8 @@
 #include <optional>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "comm/transport.h"
+#include "comm/primitive_transport.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::comm {
@@ -59,32 +58,11 @@ std::shared_ptr<::gloo::transport::Device> make_device(const RendezvousInfo& inf
   return ProcessGroupGloo::createDefaultDevice();
 }
 
-std::string error_text(const std::exception& e) {
-  if (auto* c10_error = dynamic_cast<const c10::Error*>(&e))
-    return c10_error->what_without_backtrace();
-  return e.what();
-}
-
-class GlooTransport : public Transport {
+class GlooTransport : public PrimitiveTransport {
  public:
-  GlooTransport(const RendezvousInfo& info, std::chrono::milliseconds timeout) {
-    const std::string where = detail::concat(
-        "rank ", info.rank, " of ", info.world_size, ": rendezvous at ", info.master_addr, ":",
-        info.master_port, " (timeout ", timeout.count(), " ms) failed while ");
-    c10::intrusive_ptr<c10d::Store> store;
-    try {
-      c10d::TCPStoreOptions options;
-      options.port = static_cast<uint16_t>(info.master_port);
-      options.isServer = info.rank == 0;
-      options.numWorkers = info.world_size;
-      options.waitWorkers = true;
-      options.timeout = timeout;
-      store = c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
-    } catch (const std::exception& e) {
-      throw CommError(where +
-                      (info.rank == 0 ? "hosting the store: " : "connecting to the store: ") +
-                      error_text(e));
-    }
+  GlooTransport(const RendezvousInfo& info, const c10::intrusive_ptr<c10d::Store>& store,
+                std::chrono::milliseconds timeout)
+      : PrimitiveTransport(info.world_size) {
     try {
       auto options = c10d::ProcessGroupGloo::Options::create(timeout);
       options->devices.push_back(make_device(info));
@@ -92,30 +70,36 @@ class GlooTransport : public Transport {
           c10::make_intrusive<c10d::PrefixStore>("deepshard/dp", store), info.rank, info.world_size,
           options);
     } catch (const std::exception& e) {
-      throw CommError(where + "connecting to the other ranks: " + error_text(e));
+      throw CommError(detail::concat("rank ", info.rank, " of ", info.world_size,
+                                     ": rendezvous at ", info.master_addr, ":", info.master_port,
+                                     " (timeout ", timeout.count(),
+                                     " ms) failed while connecting to the other ranks: ",
+                                     exception_text(e)));
     }
   }
 
-  Handle allreduce(at::Tensor tensor, c10d::ReduceOp op) override {
+  const char* name() const override { return "gloo"; }
+  Handle barrier() override { return pg_->barrier(); }
+
+ protected:
+  Handle allreduce_primitive(at::Tensor tensor, c10d::ReduceOp op) override {
     std::vector<at::Tensor> tensors{std::move(tensor)};
     c10d::AllreduceOptions options;
     options.reduceOp = op;
     return pg_->allreduce(tensors, options);
   }
 
-  Handle alltoall(at::Tensor out, at::Tensor in) override {
+  Handle alltoall_primitive(at::Tensor out, at::Tensor in) override {
     std::vector<int64_t> even_splits;
     return pg_->alltoall_base(out, in, even_splits, even_splits);
   }
 
-  Handle broadcast(at::Tensor tensor, int root) override {
+  Handle broadcast_primitive(at::Tensor tensor, int root) override {
     std::vector<at::Tensor> tensors{std::move(tensor)};
     c10d::BroadcastOptions options;
     options.rootRank = root;
     return pg_->broadcast(tensors, options);
   }
-
-  Handle barrier() override { return pg_->barrier(); }
 
  private:
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
@@ -124,8 +108,9 @@ class GlooTransport : public Transport {
 }  // namespace
 
 std::unique_ptr<Transport> make_gloo_transport(const RendezvousInfo& info,
+                                               const c10::intrusive_ptr<c10d::Store>& store,
                                                std::chrono::milliseconds timeout) {
-  return std::make_unique<GlooTransport>(info, timeout);
+  return std::make_unique<GlooTransport>(info, store, timeout);
 }
 
 }  // namespace deepshard::comm

@@ -1,21 +1,15 @@
-// Group::create and deepshard's collectives over a Transport (see docs/comm.md for the choices and
-// their measurements):
-//  - all_reduce: the transport's all-reduce (kAvg: sum, then divide in wait()); bf16, which Gloo
-//    cannot reduce, is all-gathered as fp16 bits and reduced locally in fp32.
-//  - all_gather: all-to-all where every rank sends its whole shard to every rank (the fastest of
-//    the three candidates measured), straight into `out`.
-//  - reduce_scatter: all-to-all into a scratch buffer, then a local sum (fp32 or wider).
-//  - bf16 always moves as a bit-identical fp16 view; bool is rejected.
-// Inputs are validated first; every message names the rank, the op, the size and the dtype.
+// Group::create and the part of deepshard's collectives every transport shares: validation
+// (every message names the rank, the op, the size and the dtype), empty tensors, timing and the
+// comm log. How the bytes move is the transport's (transport.h, docs/comm.md).
 #include "deepshard/comm/group.h"
+#include "deepshard/comm/transport_options.h"
 
 #include <ATen/ATen.h>
 
-#include "comm/local_reduce.h"
-#include "comm/scratch_pool.h"
 #include "comm/transport.h"
 #include "comm/work_impl.h"
 #include "deepshard/util/error.h"
+#include "deepshard/util/log.h"
 
 namespace deepshard::comm {
 namespace {
@@ -38,25 +32,6 @@ bool gloo_moves(at::ScalarType t) {
   }
 }
 
-// What goes on the wire: a flat view, bf16 as the fp16 view of the same bits.
-at::Tensor wire(const at::Tensor& t) {
-  at::Tensor flat = t.view({-1});
-  return t.scalar_type() == at::kBFloat16 ? flat.view(at::kHalf) : flat;
-}
-
-c10d::ReduceOp transport_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      return c10d::ReduceOp::SUM;
-    case ReduceOp::kMax:
-      return c10d::ReduceOp::MAX;
-    case ReduceOp::kMin:
-      return c10d::ReduceOp::MIN;
-  }
-  return c10d::ReduceOp::SUM;
-}
-
 class FlatGroup : public Group {
  public:
   FlatGroup(const RendezvousInfo& info, std::unique_ptr<Transport> transport)
@@ -67,50 +42,27 @@ class FlatGroup : public Group {
   const RendezvousInfo& info() const override { return info_; }
   CommLog& log() override { return log_; }
 
+  const char* transport() const { return transport_->name(); }
+
   Work all_reduce_async(const at::Tensor& tensor, ReduceOp op) override {
     OpInfo info = describe_op("all_reduce", tensor, tensor.nbytes());
     check_movable(info, tensor, "tensor");
-    const int n = size();
-    const int64_t numel = tensor.numel();
-    if (numel == 0) return start(info, nullptr, nullptr);
-    if (tensor.scalar_type() == at::kBFloat16 && n > 1) {
-      auto gathered = scratch_.acquire(n * numel, tensor.options());
-      auto sent = replicated(tensor);
-      return start(
-          info,
-          [=, this] { return transport_->alltoall(wire(gathered->tensor()), wire(sent.tensor)); },
-          [=, sent = sent] {  // `sent` must outlive the transfer
-            reduce_slices(gathered->tensor().view({n, numel}), op, tensor);
-          });
-    }
-    return start(
-        info, [=, this] { return transport_->allreduce(tensor, transport_op(op)); },
-        [=] {
-          if (op == ReduceOp::kAvg) divide_in_place(tensor, n);
-        });
+    if (tensor.numel() == 0) return start(info, nullptr);
+    return start(info, [&] { return transport_->all_reduce(tensor, op); });
   }
 
   Work all_gather_async(const at::Tensor& out, const at::Tensor& in) override {
     OpInfo info = describe_op("all_gather", in, in.nbytes());
     check_pair(info, out, in, out.numel() == in.numel() * size(), "out.numel() == in.numel() * ");
-    if (in.numel() == 0) return start(info, nullptr, nullptr);
-    auto sent = replicated(in);
-    return start(
-        info, [=, this] { return transport_->alltoall(wire(out), wire(sent.tensor)); },
-        [sent] {});  // holds the scratch until the transfer is done
+    if (in.numel() == 0) return start(info, nullptr);
+    return start(info, [&] { return transport_->all_gather(out, in); });
   }
 
   Work reduce_scatter_async(const at::Tensor& out, const at::Tensor& in, ReduceOp op) override {
     OpInfo info = describe_op("reduce_scatter", in, in.nbytes());
     check_pair(info, out, in, in.numel() == out.numel() * size(), "in.numel() == out.numel() * ");
-    if (in.numel() == 0) return start(info, nullptr, nullptr);
-    auto received = scratch_.acquire(in.numel(), in.options());
-    const int n = size();
-    return start(
-        info, [=, this] { return transport_->alltoall(wire(received->tensor()), wire(in)); },
-        [=] {
-          reduce_slices(received->tensor().view({n, out.numel()}), op, out);
-        });
+    if (in.numel() == 0) return start(info, nullptr);
+    return start(info, [&] { return transport_->reduce_scatter(out, in, op); });
   }
 
   Work broadcast_async(const at::Tensor& tensor, int root) override {
@@ -118,8 +70,8 @@ class FlatGroup : public Group {
     check_movable(info, tensor, "tensor");
     DS_CHECK(root >= 0 && root < size(), Error, describe(info), ": root ", root,
              " is not a rank of a group of ", size());
-    return start(
-        info, [=, this] { return transport_->broadcast(wire(tensor), root); }, nullptr);
+    if (tensor.numel() == 0) return start(info, nullptr);
+    return start(info, [&] { return transport_->broadcast(tensor, root); });
   }
 
   void barrier() override {
@@ -158,52 +110,80 @@ class FlatGroup : public Group {
              " elements (pad the buffers to a multiple of the group size)");
   }
 
-  // `t` repeated size() times (in scratch unless size() is 1): the input of an all-to-all that
-  // sends t to every rank.
-  struct Replicated {
-    at::Tensor tensor;
-    std::shared_ptr<ScratchPool::Lease> lease;
-  };
-  Replicated replicated(const at::Tensor& t) {
-    if (size() == 1) return {t, nullptr};
-    auto lease = scratch_.acquire(t.numel() * size(), t.options());
-    lease->tensor().view({size(), t.numel()}).copy_(t.reshape({1, -1}).expand({size(), t.numel()}));
-    return {lease->tensor(), lease};
-  }
-
   // Issues the transfer (if any: none for empty tensors) and wraps it with its post-processing.
-  Work start(const OpInfo& info, const std::function<Transport::Handle()>& issue,
-             std::function<void()> finish) {
+  Work start(const OpInfo& info, const std::function<Transport::Started()>& issue) {
     auto start_time = Clock::now();
-    Transport::Handle handle;
+    Transport::Started started;
     if (issue) {
       try {
-        handle = issue();
+        started = issue();
       } catch (const c10::Error& e) {
         throw CommError(describe_failure(info, e.what_without_backtrace()));
       }
     }
-    return Work(
-        std::make_unique<Work::Impl>(info, log_, start_time, std::move(handle), std::move(finish)));
+    return Work(std::make_unique<Work::Impl>(info, log_, start_time, std::move(started.handle),
+                                             std::move(started.finish)));
   }
 
   RendezvousInfo info_;
   std::unique_ptr<Transport> transport_;
   CommLog log_;
-  ScratchPool scratch_;
 };
 
 }  // namespace
 
+TransportKind parse_transport(const std::string& text, const std::string& where) {
+  if (text == "auto") return TransportKind::kAuto;
+  if (text == "gloo") return TransportKind::kGloo;
+  if (text == "shm") return TransportKind::kShm;
+  throw CommError(where + ": unknown transport \"" + text + "\" (expected auto, gloo or shm)");
+}
+
+const char* to_string(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kAuto:
+      return "auto";
+    case TransportKind::kGloo:
+      return "gloo";
+    case TransportKind::kShm:
+      return "shm";
+  }
+  return "?";
+}
+
+const char* transport_name(const Group& group) {
+  auto* flat = dynamic_cast<const FlatGroup*>(&group);
+  return flat != nullptr ? flat->transport() : "?";
+}
+
 std::unique_ptr<Group> Group::create(const RendezvousInfo& info,
                                      std::chrono::milliseconds timeout) {
+  GroupOptions options;
+  options.timeout = timeout;
+  return create_group(info, options);
+}
+
+std::unique_ptr<Group> create_group(const RendezvousInfo& info, const GroupOptions& options) {
   DS_CHECK(info.world_size >= 1 && info.rank >= 0 && info.rank < info.world_size, CommError,
            "Group::create: rank ", info.rank, " is not in a world of ", info.world_size);
-  DS_CHECK(timeout.count() > 0, CommError, "Group::create: timeout must be positive, got ",
-           timeout.count(), " ms");
-  std::unique_ptr<Transport> transport =
-      info.world_size == 1 ? make_local_transport() : make_gloo_transport(info, timeout);
-  return std::make_unique<FlatGroup>(info, std::move(transport));
+  DS_CHECK(options.timeout.count() > 0, CommError,
+           "Group::create: timeout must be positive, got ", options.timeout.count(), " ms");
+  if (info.world_size == 1) return std::make_unique<FlatGroup>(info, make_local_transport());
+  const bool one_host = info.local_world_size == info.world_size;
+  DS_CHECK(one_host || options.transport != TransportKind::kShm, CommError, "rank ", info.rank,
+           ": comm.transport \"shm\" needs every rank on one host, but this job has ",
+           info.local_world_size, " of its ", info.world_size,
+           " ranks per host (use \"auto\" or \"gloo\")");
+  auto store = connect_store(info, options.timeout);
+  if (one_host && options.transport != TransportKind::kGloo) {
+    try {
+      return std::make_unique<FlatGroup>(info, make_shm_transport(info, store, options.timeout));
+    } catch (const ShmUnavailable& e) {
+      if (options.transport == TransportKind::kShm) throw;
+      log::warn("shared-memory transport unavailable, using Gloo: ", e.what());
+    }
+  }
+  return std::make_unique<FlatGroup>(info, make_gloo_transport(info, store, options.timeout));
 }
 
 }  // namespace deepshard::comm

@@ -1,38 +1,72 @@
-// The primitive operations deepshard's collectives are built from, on dtypes the transport moves
-// natively (bf16 arrives here already viewed as fp16). A null handle means the operation finished
-// at issue. Two implementations: Gloo over TCP, and the local one of a world of one rank.
+// What moves the bytes of deepshard's collectives. A Transport runs the four collectives with
+// deepshard's semantics (group.h) on validated, contiguous, non-empty tensors of any supported
+// dtype (bf16 included) and returns a started transfer: a handle (null when it finished at issue)
+// and the local post-processing that Work::wait() runs after it (may be empty). Implementations:
+//  - PrimitiveTransport (primitive_transport.h): composes them from all-reduce, all-to-all and
+//    broadcast; Gloo over TCP and the one-rank local transport are primitive transports;
+//  - the shared-memory transport (shm_transport.cpp) for ranks on one host.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
-#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "deepshard/comm/group.h"
 #include "deepshard/comm/rendezvous.h"
+#include "deepshard/util/error.h"
 
 namespace deepshard::comm {
 
 class Transport {
  public:
   using Handle = c10::intrusive_ptr<c10d::Work>;
+  struct Started {
+    Handle handle;                // null: finished at issue
+    std::function<void()> finish;  // run by Work::wait() after the transfer (may be empty)
+  };
   virtual ~Transport() = default;
+  virtual const char* name() const = 0;
 
-  virtual Handle allreduce(at::Tensor tensor, c10d::ReduceOp op) = 0;
-  // `in` holds size() equal slices; slice r goes to rank r, and rank r's slice for this rank
-  // lands in slice r of `out`.
-  virtual Handle alltoall(at::Tensor out, at::Tensor in) = 0;
-  virtual Handle broadcast(at::Tensor tensor, int root) = 0;
+  virtual Started all_reduce(const at::Tensor& tensor, ReduceOp op) = 0;
+  virtual Started all_gather(const at::Tensor& out, const at::Tensor& in) = 0;
+  virtual Started reduce_scatter(const at::Tensor& out, const at::Tensor& in, ReduceOp op) = 0;
+  virtual Started broadcast(const at::Tensor& tensor, int root) = 0;
   virtual Handle barrier() = 0;
 };
 
 // World size 1: no network; all-to-all is a copy, the rest complete at once.
 std::unique_ptr<Transport> make_local_transport();
 
-// Rank 0 hosts a TCPStore at info.master_addr:master_port; every rank joins a ProcessGroupGloo
-// through it. Throws CommError naming address, port and rank when the rendezvous fails.
+// The job's store: rank 0 hosts a c10d TCPStore at info.master_addr:master_port, every rank
+// connects. Throws CommError naming address, port, rank and timeout when that fails.
+c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousInfo& info,
+                                              std::chrono::milliseconds timeout);
+
+// The message of `e` (c10 errors without their backtrace).
+std::string exception_text(const std::exception& e);
+
+// Every rank joins a ProcessGroupGloo through `store`. Throws CommError naming address, port and
+// rank when the rendezvous fails.
 std::unique_ptr<Transport> make_gloo_transport(const RendezvousInfo& info,
+                                               const c10::intrusive_ptr<c10d::Store>& store,
                                                std::chrono::milliseconds timeout);
+
+// The shared-memory transport cannot be made on this host (thrown by every rank alike).
+class ShmUnavailable : public CommError {
+ public:
+  using CommError::CommError;
+};
+
+// Every rank maps one shared-memory segment created by rank 0 (its name exchanged through
+// `store`); the segment's name is unlinked as soon as every rank has mapped it, so nothing is left
+// in /dev/shm whatever happens next. REQUIRES: every rank on this host. Throws CommError when the
+// segment cannot be made (then ShmUnavailable: the caller may fall back to Gloo).
+std::unique_ptr<Transport> make_shm_transport(const RendezvousInfo& info,
+                                              const c10::intrusive_ptr<c10d::Store>& store,
+                                              std::chrono::milliseconds timeout);
 
 }  // namespace deepshard::comm

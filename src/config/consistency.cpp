@@ -60,7 +60,8 @@ void check_consistency(const DsConfig& c, Diagnostics& diag) {
               "not supported by ZeRO stage 3 (use universal checkpoints); ignored");
   }
 
-  if (c.zero.reduce_scatter && (stage == 2 || stage == 3)) {
+  // DeepSpeed asserts these in its stage 1/2 optimizer and at stage 3 (reduce_scatter is true).
+  if ((c.zero.reduce_scatter && stage >= 1) || stage == 3) {
     if (c.gradient_predivide_factor != 1.0) {
       diag.error("gradient_predivide_factor",
                  "gradient_predivide_factor != 1.0 is not yet supported with ZeRO-" +

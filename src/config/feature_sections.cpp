@@ -14,6 +14,7 @@ const char* const kOpaqueSections[] = {"amp",
                                        "pipeline",
                                        "sparse_attention",
                                        "compression_training",
+                                       "compression",  // powerSGD: comm::PowerSgd, not wired yet
                                        "data_efficiency",
                                        "curriculum_learning",
                                        "autotuning",

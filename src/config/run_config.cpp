@@ -91,6 +91,7 @@ void visit_train(S& s, C& t) {
 template <typename S, typename C>
 void visit_comm(S& s, C& c) {
   s.field("timeout_s", c.timeout_s, detail::Check::above(0.0));
+  s.field("transport", c.transport, detail::Check::one_of({"auto", "gloo", "shm"}));
 }
 
 // Calls visit(section, value, visit_one) for the four run sections, readers or writers alike.

@@ -54,13 +54,10 @@ const Row kUnsupported[] = {
     {"bf16.bf16_master_weights_and_grads", [](const DsConfig& c) { return flag(c.bf16.enabled && c.bf16.bf16_master_weights_and_grads); }},
     {"bf16.bf16_optimizer_states", [](const DsConfig& c) { return flag(c.bf16.enabled && c.bf16.bf16_optimizer_states); }},
     {"torch_autocast.enabled", [](const DsConfig& c) { return flag(c.torch_autocast.enabled); }},
-    {"communication_data_type", [](const DsConfig& c) { return non_fp32(c.communication_data_type); }},
     {"data_types.grad_accum_dtype", [](const DsConfig& c) { return non_fp32(c.data_types.grad_accum_dtype); }},
     {"data_types.param_dtype", [](const DsConfig& c) { return non_fp32(c.data_types.param_dtype); }},
     {"data_types.buffer_dtype", [](const DsConfig& c) { return non_fp32(c.data_types.buffer_dtype); }},
     // gradient reduction variants
-    {"prescale_gradients", [](const DsConfig& c) { return flag(c.prescale_gradients); }},
-    {"gradient_predivide_factor", [](const DsConfig& c) { return show_if(c.gradient_predivide_factor != 1.0, detail::format_value(c.gradient_predivide_factor)); }},
     {"gradient_allreduce_op", [](const DsConfig& c) { return show_if(c.gradient_allreduce_op != "mean", c.gradient_allreduce_op); }},
     {"sparse_gradients", [](const DsConfig& c) { return flag(c.sparse_gradients); }},
     {"managed_gradient_accumulation", [](const DsConfig& c) { return show_if(!c.managed_gradient_accumulation, "false"); }},

@@ -1,7 +1,9 @@
 // launch(): the local ranks of a job as child processes with torchrun's environment, one poll()
 // loop that relays their output line by line, forwards SIGINT/SIGTERM, and on the first failure
 // reports it and stops the rest (SIGTERM, then SIGKILL after the grace period). Ranks are started
-// with PR_SET_PDEATHSIG, so even a SIGKILLed launcher leaves none behind.
+// with PR_SET_PDEATHSIG, so even a SIGKILLed launcher leaves none behind. When the job ends, shared-
+// memory segments the comm layer may have left (/dev/shm/deepshard-<port>-*, see
+// src/comm/shm_segment.h: only if a rank died between creating and unlinking one) are removed.
 #include "deepshard/launch/launcher.h"
 
 #include <poll.h>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -189,13 +192,26 @@ int Job::run() {
   return exit_status_;
 }
 
+// The comm layer names its segments "deepshard-<port>-..."; one job per port on a host.
+void remove_leftover_segments(int port) {
+  const std::string prefix = "deepshard-" + std::to_string(port) + "-";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) {
+      std::filesystem::remove(entry.path(), ec);
+    }
+  }
+}
+
 }  // namespace
 
 int launch(const LaunchOptions& options) {
   validate_launch_options(options);
   int port = options.master_port;
   if (port == 0) port = options.nnodes == 1 ? find_free_port() : 29500;
-  return Job(options, port).run();
+  const int status = Job(options, port).run();
+  remove_leftover_segments(port);
+  return status;
 }
 
 }  // namespace deepshard::launch

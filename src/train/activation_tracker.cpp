@@ -62,11 +62,11 @@ at::Tensor ActivationTracker::forward(const std::function<at::Tensor()>& forward
 }
 
 nlohmann::json ActivationTracker::end_step() {
-  const int64_t kept = meter_.kept_peak_bytes(), transient = meter_.transient_peak_bytes();
-  last_ = {kept, transient};
-  run_peak_.kept = std::max(run_peak_.kept, kept);
-  run_peak_.transient = std::max(run_peak_.transient, transient);
-  nlohmann::json out = {{"activation_kept_bytes", kept}, {"activation_transient_bytes", transient}};
+  const auto peaks = meter_.finish_step();
+  last_ = {peaks.kept, peaks.transient};
+  run_peak_.kept = std::max(run_peak_.kept, peaks.kept);
+  run_peak_.transient = std::max(run_peak_.transient, peaks.transient);
+  nlohmann::json out = nlohmann::json::object();
   if (checkpointer_) {
     out["checkpointed_regions"] = checkpointer_->last_pass_regions();
     out["checkpoint_kept_bytes"] = checkpointer_->last_pass_kept_bytes();
@@ -79,7 +79,6 @@ nlohmann::json ActivationTracker::end_step() {
       out["checkpoint_profile"] = regions;
     }
   }
-  meter_.reset_peaks(/*forget=*/true);
   return out;
 }
 

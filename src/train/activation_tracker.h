@@ -29,9 +29,9 @@ class ActivationTracker {
   at::Tensor forward(const std::function<at::Tensor()>& forward);
 
   bool checkpointing() const { return checkpointer_ != nullptr; }
-  // This step's activation fields ({"activation_kept_bytes", "activation_transient_bytes",
-  // "checkpointed_regions", "checkpoint_kept_bytes"} and, with profile, "checkpoint_profile"),
-  // then a new step begins. Call after the step's last backward.
+  // Ends the step (call after its last backward): its activation peaks go to last_step(), and
+  // with checkpointing its fields for metrics.jsonl ({"checkpointed_regions",
+  // "checkpoint_kept_bytes"} and, with profile, "checkpoint_profile") are returned.
   nlohmann::json end_step();
   const ActivationBytes& last_step() const { return last_; }     // of the step end_step() ended
   const ActivationBytes& run_peak() const { return run_peak_; }  // over the run so far

@@ -16,7 +16,9 @@ nlohmann::json profile(int64_t (*get)(const zero::MemoryLedger&, MemoryCategory)
     const auto category = MemoryCategory(c);
     const int64_t bytes = get(ledger, category);
     out[zero::to_string(category)] = bytes;
-    if (category != MemoryCategory::kCommBuffers && category != MemoryCategory::kGatheredParams)
+    // The model states: what the estimator predicts (not gathered units, comm or swap buffers).
+    if (category == MemoryCategory::kParameters || category == MemoryCategory::kGradients ||
+        category == MemoryCategory::kMasterWeights || category == MemoryCategory::kOptimizerState)
       model_states += bytes;
   }
   out["model_states"] = model_states;

@@ -106,6 +106,7 @@ ShardedOptimizerEngine::ShardedOptimizerEngine(std::shared_ptr<torch::nn::Module
     ranges.push_back({buckets[b].offset, buckets[b].numel});
     bucket_of_slot.insert(bucket_of_slot.end(), buckets[b].num_slots, b);
   }
+  reduction_ = make_grad_reduction(group_, config_);
   buckets_ = std::make_unique<GradBuckets>(ranges, bucket_of_slot, [this](int64_t offset, int64_t) {
     return start_reduction(layout_->bucket_at(offset));
   });
@@ -184,18 +185,19 @@ comm::Work ShardedOptimizerEngine::start_reduction(size_t bucket) {
   const at::Tensor in = staging_ ? staging_->fill(bucket) : reduce_input(bucket);
   // reduce_scatter false: DeepSpeed's all-reduce of the whole bucket; the owned slice is taken
   // from it on completion.
-  if (!config_.zero.reduce_scatter) return group_.all_reduce_async(in, comm::ReduceOp::kAvg);
+  if (!config_.zero.reduce_scatter) return reduction_->all_reduce_mean_async(in);
   // Stage 1 reduces once per window and stage 2's first micro-step starts the sum: straight into
   // the shard. Later stage-2 micro-steps receive aside and add on completion.
   const bool into_shard = !partition_grads_ || first_micro_step_;
   const at::Tensor out = into_shard
                              ? grad_shard_.narrow(0, b.shard_offset, b.shard_numel)
                              : receive_[bucket % receive_.size()].narrow(0, 0, b.shard_numel);
-  return group_.reduce_scatter_async(out, in, comm::ReduceOp::kAvg);
+  return reduction_->reduce_scatter_mean_async(out, in);
 }
 
 void ShardedOptimizerEngine::complete_reduction(size_t bucket) {
   torch::NoGradGuard no_grad;
+  reduction_->complete_next();  // the wire dtype's cast back
   const ShardBucket& b = layout_->buckets()[bucket];
   const at::Tensor shard = grad_shard_.narrow(0, b.shard_offset, b.shard_numel);
   const bool into_shard = !partition_grads_ || first_micro_step_;

@@ -25,6 +25,7 @@
 #include "zero/flat_params.h"
 #include "zero/grad_buckets.h"
 #include "zero/grad_staging.h"
+#include "zero/grad_wire.h"
 #include "zero/shard_layout.h"
 #include "zero/swapped_adam.h"
 
@@ -82,6 +83,7 @@ class ShardedOptimizerEngine : public Engine {
   // window's first micro-step (added into grad_shard_ on completion); one per reduction in flight.
   std::vector<at::Tensor> receive_;
   bool first_micro_step_ = true;  // this backward is the first of its accumulation window
+  std::unique_ptr<comm::GradReduction> reduction_;
   bool last_micro_step_ = false;  // this backward ends its accumulation window
   at::Tensor host_grads_;  // offload to another device than the compute device: the shard's grads
   std::unique_ptr<GradBuckets> buckets_;

@@ -37,12 +37,14 @@ Stage0Engine::Stage0Engine(std::shared_ptr<torch::nn::Module> model, const confi
   std::vector<GradBuckets::Slot> slots;
   for (const auto& e : flat_->entries()) slots.push_back({e.offset, e.numel});
   const at::Tensor grads = grads_fp32_;
-  comm::Group* group_ptr = &group_;
+  reduction_ = make_grad_reduction(group_, config_);
+  comm::GradReduction* reduction = reduction_.get();
   buckets_ = std::make_unique<GradBuckets>(
       slots, flat_->padded_numel(), config_.zero.reduce_bucket_size,
-      [grads, group_ptr](int64_t offset, int64_t numel) {
-        return group_ptr->all_reduce_async(grads.narrow(0, offset, numel), comm::ReduceOp::kAvg);
+      [grads, reduction](int64_t offset, int64_t numel) {
+        return reduction->all_reduce_mean_async(grads.narrow(0, offset, numel));
       });
+  buckets_->set_completion([reduction](size_t) { reduction->complete_next(); });
 
   accumulators_ = add_grad_ready_hooks(flat_->entries(), *buckets_);
 }

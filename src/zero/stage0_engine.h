@@ -11,6 +11,7 @@
 #include "deepshard/zero/engine.h"
 #include "zero/flat_params.h"
 #include "zero/grad_buckets.h"
+#include "zero/grad_wire.h"
 
 namespace torch::autograd {
 struct Node;
@@ -39,6 +40,7 @@ class Stage0Engine : public Engine {
   std::unique_ptr<FlatParams> flat_;
   at::Tensor master_;      // the parameters Adam updates: fp32 master copy, or flat_->params()
   at::Tensor grads_fp32_;  // the gradients reduced and fed to Adam: fp32 buffer, or flat_->grads()
+  std::unique_ptr<comm::GradReduction> reduction_;
   std::unique_ptr<GradBuckets> buckets_;
   std::unique_ptr<optim::FlatAdam> adam_;
   // Strong references: autograd holds grad accumulators weakly, and the hooks live on them.

@@ -207,6 +207,7 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
   }
   adam_ = std::make_unique<optim::FlatAdam>(config_.optimizer, shard_numel, std::move(ranges),
                                             /*host_state=*/!opt_nvme);
+  reduction_ = make_grad_reduction(group_, config_);
   place_state(MemoryCategory::kOptimizerState, 8);
   if (opt_nvme) {
     swapped_ = std::make_unique<SwappedAdam>(
@@ -330,6 +331,8 @@ void Stage3Engine::prefetch(size_t current) {
     if (persistent_[v] || units_[v]->gathered()) continue;
     const int64_t n = units_[v]->padded_numel();
     if (n > bucket || beyond_current + n > config_.zero.max_live_parameters) break;
+    // A swapped slice needs a free swap buffer (offload_param.buffer_count bounds the prefetch).
+    if (swapped_param_[v] && !param_swapper_->prefetch(v)) break;
     start_gather(v);
     bucket -= n;
     beyond_current += n;
@@ -395,6 +398,12 @@ void Stage3Engine::read_params(int64_t lo, int64_t n, float* out) {
 void Stage3Engine::start_gather(size_t u) {
   DS_ASSERT(!units_[u]->gathered());
   if (swapped_param_[u]) {  // its slice from NVMe (read ahead, or now) into a swap buffer
+    // No free buffer: unused read-ahead gives way, then gathers in flight are completed (their
+    // buffers go back; those units stay gathered).
+    if (!param_swapper_->prefetch(u)) param_swapper_->drop_unused();
+    for (size_t v = 0; v < units_.size() && !param_swapper_->prefetch(u); ++v) {
+      if (holding_buffer_[v]) finish_gather(v);
+    }
     const void* slice = param_swapper_->acquire(u);
     units_[u]->set_shard(at::from_blob(const_cast<void*>(slice), {units_[u]->slice_numel()},
                                        shard_.options()));
@@ -465,14 +474,19 @@ void Stage3Engine::reduce_unit(size_t u) {
   Reduction r;
   r.grads = unit.take_grads();
   r.ledger_bytes = unit.padded_numel() * unit.element_size();
-  if (r.grads.scalar_type() != at::kFloat) r.grads = r.grads.to(at::kFloat);
+  // Reduced in the wire dtype (communication_data_type) when it is the gradients' own, else in
+  // fp32 (GradReduction casts for the wire).
+  if (r.grads.scalar_type() != at::kFloat &&
+      reduction_->options().wire_dtype != r.grads.scalar_type()) {
+    r.grads = r.grads.to(at::kFloat);
+  }
   // The window's first micro-step writes the shard; later ones add into it.
   r.slice = grad_shard_.narrow(0, slice_offsets_[u], unit.slice_numel());
   r.out = first_micro_step_
               ? r.slice
               : receive_[reductions_started_ % receive_.size()].narrow(0, 0, unit.slice_numel());
   ++reductions_started_;
-  r.work = group_.reduce_scatter_async(r.out, r.grads, comm::ReduceOp::kAvg);
+  r.work = reduction_->reduce_scatter_mean_async(r.out, r.grads);
   reducing_.push_back(std::move(r));
   reduced_[u] = true;
   release_unless_reused(u);
@@ -482,6 +496,7 @@ void Stage3Engine::reduce_unit(size_t u) {
 void Stage3Engine::finish_reduction() {
   Reduction& r = reducing_.front();
   r.work.wait();
+  reduction_->complete_next();  // the wire dtype's cast back
   if (!r.out.is_same(r.slice)) r.slice.add_(r.out);
   ledger_.release(MemoryCategory::kGradients, r.ledger_bytes);
   reducing_.pop_front();  // frees the unit's full gradients

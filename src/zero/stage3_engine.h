@@ -32,6 +32,7 @@
 
 #include "deepshard/optim/adam.h"
 #include "deepshard/zero/engine.h"
+#include "zero/grad_wire.h"
 #include "zero/sharding_plan.h"
 #include "zero/stage3_unit.h"
 #include "deepshard/offload/partition_swapper.h"
@@ -120,6 +121,7 @@ class Stage3Engine : public Engine {
   std::deque<Reduction> reducing_;  // in flight, oldest first
   size_t reductions_started_ = 0;   // picks the receive buffer
   std::unique_ptr<optim::FlatAdam> adam_;
+  std::unique_ptr<comm::GradReduction> reduction_;
   std::unique_ptr<SwappedAdam> swapped_;  // offload_optimizer nvme
   bool master_swapped_ = false;           // SwappedAdam swaps the fp32 master too
   // offload_param nvme: the units whose slices live on NVMe, the swap files and buffers, and

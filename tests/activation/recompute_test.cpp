@@ -220,6 +220,29 @@ TEST(ActivationMeter, CountsAllocationsInsideWindowsUntilFreed) {
   EXPECT_EQ(meter.kept_peak_bytes(), 0);
 }
 
+TEST(ActivationMeter, AStepsPeaksLeaveOutWhatOutlivesIt) {
+  ActivationMeter meter;
+  ActivationMeter::Scope scope(meter);
+  at::Tensor survivor, late_survivor, activation;
+  {
+    ActivationMeter::Window window(&meter);
+    survivor = torch::empty({100}, at::kFloat);  // a buffer some layer keeps
+    activation = torch::empty({1000}, at::kFloat);
+  }
+  activation = at::Tensor();
+  {
+    ActivationMeter::Window window(&meter);  // a later window (a recompute)
+    activation = torch::empty({200}, at::kFloat);
+    late_survivor = torch::empty({50}, at::kFloat);
+  }
+  activation = at::Tensor();
+  const auto peaks = meter.finish_step();
+  EXPECT_EQ(peaks.kept, 4000);  // the first sample (4400) without the survivor allocated before it
+  EXPECT_EQ(peaks.transient, 4000);
+  EXPECT_EQ(meter.live_bytes(), 0);
+  EXPECT_EQ(meter.finish_step().kept, 0);
+}
+
 TEST(ActivationMeter, CheckpointingKeepsLessThanPlainTraining) {
   auto kept = [](Checkpointer* ckpt) {
     models::Gpt model(tiny(0.0), 7);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 
 #include "deepshard/comm/group.h"
 #include "deepshard/launch/launcher.h"
@@ -19,11 +21,12 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-class Scenario : public ::testing::TestWithParam<int> {
+// (ranks, transport): every scenario runs on Gloo and on shared memory.
+class Scenario : public ::testing::TestWithParam<std::tuple<int, const char*>> {
  protected:
   void run(const std::string& scenario) {
-    const int n = GetParam();
-    auto r = testing::run_ranks(n, worker(), {scenario}, 300);
+    const auto [n, transport] = GetParam();
+    auto r = testing::run_ranks(n, worker(), {scenario}, 300, {{"DS_TEST_TRANSPORT", transport}});
     ASSERT_EQ(r.exit_status, 0) << r.output;
     for (int rank = 0; rank < n; ++rank) {
       std::string passed = "[rank " + std::to_string(rank) + "] scenario " + scenario +
@@ -40,13 +43,25 @@ TEST_P(Scenario, Broadcast) { run("broadcast"); }
 TEST_P(Scenario, Async) { run("async"); }
 TEST_P(Scenario, CommLog) { run("comm_log"); }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Scenario, ::testing::Values(2, 3, 4),
-                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+TEST_P(Scenario, ShmMatchesGlooBitForBit) {
+  if (std::string(std::get<1>(GetParam())) != "shm") GTEST_SKIP() << "runs both transports";
+  run("shm_matches_gloo");
+}
 
-TEST(CollectiveFailures, SkippedCollectiveTimesOutAndTheLauncherNamesTheRank) {
+INSTANTIATE_TEST_SUITE_P(Ranks, Scenario,
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Values("gloo", "shm")),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" +
+                                  std::get<1>(info.param);
+                         });
+
+class CollectiveFailures : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CollectiveFailures, SkippedCollectiveTimesOutAndTheLauncherNamesTheRank) {
   auto start = std::chrono::steady_clock::now();
-  auto r =
-      testing::run_ranks(3, worker(), {"skip_collective"}, 120, {{"DS_TEST_TIMEOUT_MS", "5000"}});
+  auto r = testing::run_ranks(3, worker(), {"skip_collective"}, 120,
+                              {{"DS_TEST_TIMEOUT_MS", "5000"}, {"DS_TEST_TRANSPORT", GetParam()}});
   EXPECT_LT(seconds_since(start), 30.0);
   EXPECT_EQ(r.exit_status, 1) << r.output;
   EXPECT_NE(r.output.find("all_reduce of 10 elements (float) failed: "), std::string::npos)
@@ -59,13 +74,39 @@ TEST(CollectiveFailures, SkippedCollectiveTimesOutAndTheLauncherNamesTheRank) {
   EXPECT_NE(r.output.find("caught CommError after"), std::string::npos) << r.output;
 }
 
-TEST(CollectiveFailures, RankExitingDuringACollectiveStopsTheJob) {
+TEST_P(CollectiveFailures, RankExitingDuringACollectiveStopsTheJob) {
   auto start = std::chrono::steady_clock::now();
-  auto r = testing::run_ranks(3, worker(), {"exit_in_collective"}, 120);
+  auto r = testing::run_ranks(3, worker(), {"exit_in_collective"}, 120,
+                              {{"DS_TEST_TRANSPORT", GetParam()}});
   EXPECT_LT(seconds_since(start), 30.0);
   EXPECT_EQ(r.exit_status, 3) << r.output;
   EXPECT_NE(r.output.find("deepshard launch: rank 1 exited with status 3"), std::string::npos)
       << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, CollectiveFailures, ::testing::Values("gloo", "shm"),
+                         [](const auto& info) { return std::string(info.param); });
+
+// kill -9 of a rank inside a shared-memory collective: the survivors fail on their own within the
+// timeout (they ignore the launcher's SIGTERM to show it), naming the dead rank; the launcher
+// reports the kill; no segment is left in /dev/shm.
+TEST(ShmFailures, KilledRankFailsTheOthersAndLeavesNoSegment) {
+  auto start = std::chrono::steady_clock::now();
+  auto r = testing::run_ranks(3, worker(), {"killed_in_collective"}, 120,
+                              {{"DS_TEST_TIMEOUT_MS", "20000"}, {"DS_TEST_TRANSPORT", "shm"}});
+  EXPECT_LT(seconds_since(start), 25.0);
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("deepshard launch: rank 1 exited with status 137"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("all_reduce of 1048576 elements (float) failed: "), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("rank 1 (pid "), std::string::npos) << r.output;
+  auto at = r.output.find("port ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string prefix = "deepshard-" + std::to_string(std::atoi(r.output.c_str() + at + 5)) + "-";
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    EXPECT_NE(entry.path().filename().string().rfind(prefix, 0), 0u) << entry.path();
+  }
 }
 
 // Joins a group that can never form (the other ranks never start) on a free port: must fail with

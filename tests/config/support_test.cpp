@@ -30,6 +30,13 @@ TEST(Unsupported, PlainStage0Fp32IsRunnable) {
                            {"communication_data_type", "fp32"},
                            {"data_types", {{"grad_accum_dtype", "fp32"}}}})
                   .empty());
+  for (const char* wire : {"fp16", "bf16"}) {
+    EXPECT_TRUE(unsupported({{"communication_data_type", wire},
+                             {"prescale_gradients", true},
+                             {"gradient_predivide_factor", 8}})
+                    .empty())
+        << wire;
+  }
 }
 
 TEST(Unsupported, HarmlessTuningKeysAreAccepted) {
@@ -73,10 +80,7 @@ TEST(Unsupported, EachFeatureIsNamedWithItsValue) {
         {"zero_optimization", {{"stage", 1}}}},
        "bf16.bf16_master_weights_and_grads"},
       {{{"torch_autocast", {{"enabled", true}, {"dtype", "bfloat16"}}}}, "torch_autocast.enabled"},
-      {{{"communication_data_type", "bf16"}}, "communication_data_type=bf16"},
       {{{"data_types", {{"grad_accum_dtype", "bf16"}}}}, "data_types.grad_accum_dtype=bf16"},
-      {{{"prescale_gradients", true}}, "prescale_gradients"},
-      {{{"gradient_predivide_factor", 8}}, "gradient_predivide_factor=8"},
       {{{"gradient_allreduce_op", "sum"}}, "gradient_allreduce_op=sum"},
       {{{"sparse_gradients", true}}, "sparse_gradients"},
       {{{"optimizer", {{"type", "Lamb"}}}}, "optimizer.type=Lamb"},

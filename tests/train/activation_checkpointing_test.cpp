@@ -97,11 +97,14 @@ TEST(ActivationCheckpointing, SameLossesAsWithoutAtStages023) {
     }
     const auto summary =
         nlohmann::json::parse(read_file(dir.file("run_" + tag + "_ckpt") + "/summary.json"));
-    // The run's peak is the largest step's (the first step may also count a buffer the comm
-    // layer allocates lazily during its first forward).
+    // The run's peak is the largest step's; every step keeps the same (buffers a layer allocates
+    // lazily in a forward and keeps, such as the comm layer's scratch, are not activations).
     int64_t largest = 0;
-    for (const auto& m : metrics)
+    for (const auto& m : metrics) {
       largest = std::max(largest, m.at("memory").at("activations_kept").get<int64_t>());
+      EXPECT_EQ(m.at("memory").at("activations_kept").get<int64_t>(), kept)
+          << what << ", step " << m.at("step");
+    }
     EXPECT_EQ(summary.at("memory_profile").at("activations_kept").get<int64_t>(), largest) << what;
     if (c.stage == 3) {
       // stage3_max_live_parameters holds through the recompute: besides the root, one block (the
@@ -113,6 +116,34 @@ TEST(ActivationCheckpointing, SameLossesAsWithoutAtStages023) {
       EXPECT_LE(root_and_block, 4 * (kTinyBlock + c.ranks)) << what;
     }
   }
+}
+
+}  // namespace
+}  // namespace deepshard::testing
+
+namespace deepshard::testing {
+namespace {
+
+// `deepshard estimate --model`: the activation table and the largest micro-batch within a budget
+// (more with checkpointing); the model options need --model.
+TEST(ActivationCheckpointing, EstimateCommandPrintsActivationsAndLargestMicroBatch) {
+  auto r = run_deepshard({"estimate", "--model", "gpt2", "--ranks", "2", "--stage", "3", "--dtype",
+                          "fp32", "--budget", "4e9"});
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  // gpt2 at 1024 tokens, fp32 (models/gpt_memory.h): 1.13 GiB without, 132.02 MiB with.
+  EXPECT_NE(r.output.find("without checkpointing     1.13 GiB"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("with checkpointing      132.02 MiB"), std::string::npos) << r.output;
+  const auto largest = [&](const std::string& label) {
+    const auto at = r.output.find(label, r.output.find("largest micro-batch"));
+    EXPECT_NE(at, std::string::npos) << r.output;
+    return std::stoll(r.output.substr(at + label.size()));
+  };
+  const auto without = largest("without checkpointing"), with = largest("with checkpointing");
+  EXPECT_GE(without, 1);
+  EXPECT_GT(with, 5 * without);
+  auto bad = run_deepshard({"estimate", "--params", "1e6", "--seq", "128"});
+  EXPECT_NE(bad.exit_status, 0);
+  EXPECT_NE(bad.output.find("--seq needs --model"), std::string::npos) << bad.output;
 }
 
 }  // namespace

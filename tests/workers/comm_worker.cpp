@@ -6,10 +6,13 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include "deepshard/util/error.h"
+#include "deepshard/comm/transport_options.h"
 #include "workers/worker.h"
 
 namespace deepshard::testing {
@@ -257,6 +260,93 @@ DS_WORKER_SCENARIO(exit_in_collective) {
   at::Tensor t = at::ones({10});
   group.all_reduce(t);
   group.all_reduce(t);
+}
+
+}  // namespace
+}  // namespace deepshard::testing
+
+namespace deepshard::testing {
+namespace {
+
+// The other transport's group on the next port: "shm" when this group is Gloo, and the reverse.
+std::unique_ptr<comm::Group> other_transport_group(comm::Group& group) {
+  comm::RendezvousInfo info = group.info();
+  info.master_port += 1;
+  comm::GroupOptions options;
+  options.timeout = std::chrono::milliseconds(worker_timeout_ms());
+  options.transport = std::string(comm::transport_name(group)) == "shm" ? comm::TransportKind::kGloo
+                                                              : comm::TransportKind::kShm;
+  auto other = comm::create_group(info, options);
+  DS_WORKER_EXPECT(std::string(comm::transport_name(*other)) == comm::to_string(options.transport),
+                   "got transport " << comm::transport_name(*other));
+  return other;
+}
+
+// Random data (different on every rank), reduced through both transports: bit-identical results.
+// Sizes cross Gloo's 1 MiB segments, its ring chunks and the shm transport's 8 MiB slots.
+DS_WORKER_SCENARIO(shm_matches_gloo) {
+  auto other = other_transport_group(group);
+  const int n = group.size(), r = group.rank();
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(100 + r);
+  for (int64_t numel : {int64_t{1}, int64_t{1000}, int64_t{65537}, int64_t{2500003}}) {
+    for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}) {
+      for (auto op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
+        at::Tensor x = at::randn({numel}, generator, at::kFloat).mul_(1000).to(dtype);
+        at::Tensor a = x.clone(), b = x.clone();
+        group.all_reduce(a, op);
+        other->all_reduce(b, op);
+        EXPECT_SAME(a, b, "all_reduce " << op_name(op) << " of " << numel << " " << dtype);
+        if (op == ReduceOp::kMax || numel % n != 0) continue;
+        at::Tensor sa = at::empty({numel / n}, dtype), sb = at::empty({numel / n}, dtype);
+        group.reduce_scatter(sa, x, op);
+        other->reduce_scatter(sb, x, op);
+        EXPECT_SAME(sa, sb, "reduce_scatter " << op_name(op) << " of " << numel << " " << dtype);
+      }
+    }
+  }
+  // all_gather into the caller's own slice (ZeRO's layout) and broadcast, multi-round sizes.
+  const int64_t shard = 3000001;
+  at::Tensor full_a = at::randn({shard * n}, generator), full_b = at::empty_like(full_a);
+  at::Tensor want = full_a.clone();
+  other->broadcast(want, 0);  // every rank agrees on the data
+  full_a.copy_(want);
+  full_b.copy_(want);
+  group.all_gather(full_a, full_a.narrow(0, r * shard, shard));
+  other->all_gather(full_b, full_b.narrow(0, r * shard, shard).clone());
+  EXPECT_SAME(full_a, want, "in-place all_gather");
+  EXPECT_SAME(full_b, want, "all_gather");
+  at::Tensor bits = at::randint(-32768, 32768, {5000001}, generator, at::kShort).view(at::kBFloat16);
+  at::Tensor t = bits.clone();
+  group.broadcast(t, n - 1);
+  other->broadcast(bits, n - 1);
+  EXPECT_SAME(t, bits, "broadcast");
+}
+
+// Rank 1 is killed (SIGKILL) while the others wait in a collective. The survivors ignore the
+// launcher's SIGTERM, so that they report the transport's own error (naming the dead rank) before
+// the launcher's SIGKILL; they print the rendezvous port so the test can look for leftovers.
+DS_WORKER_SCENARIO(killed_in_collective) {
+  std::printf("port %d transport %s\n", group.info().master_port,
+              comm::transport_name(group));
+  std::fflush(stdout);
+  group.barrier();
+  if (group.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others are waiting
+    std::raise(SIGKILL);
+  }
+  std::signal(SIGTERM, SIG_IGN);
+  at::Tensor t = at::ones({1 << 20});
+  auto start = std::chrono::steady_clock::now();
+  try {
+    group.all_reduce(t);
+  } catch (const CommError& e) {
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("caught CommError after %.1f s: %s\n", seconds, e.what());
+    std::fflush(stdout);
+    throw;
+  }
+  throw std::runtime_error("all_reduce with a dead rank did not fail");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "deepshard/util/log.h"
+#include "deepshard/comm/transport_options.h"
 #include "workers/worker.h"
 
 namespace deepshard::testing {
@@ -32,8 +33,12 @@ int main(int argc, char** argv) {
   try {
     auto info = comm::rendezvous_from_env();
     log::set_rank(info.rank);
-    auto group =
-        comm::Group::create(info, std::chrono::milliseconds(testing::worker_timeout_ms()));
+    comm::GroupOptions options;
+    options.timeout = std::chrono::milliseconds(testing::worker_timeout_ms());
+    if (const char* transport = std::getenv("DS_TEST_TRANSPORT")) {
+      options.transport = comm::parse_transport(transport, "DS_TEST_TRANSPORT");
+    }
+    auto group = comm::create_group(info, options);
     std::vector<std::string> args(argv + 2, argv + argc);
     testing::scenarios().at(argv[1])(*group, args);
     std::printf("scenario %s passed on rank %d\n", argv[1], info.rank);

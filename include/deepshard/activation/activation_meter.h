@@ -6,8 +6,8 @@
 // the live activation bytes at the end of each window (what is kept for backward at that moment)
 // and tracks the largest sample (kept peak) and the largest live value at any moment (transient
 // peak, including temporaries). Gradients, parameters and engine buffers (allocated outside the
-// windows, or not by the CPU allocator) are not counted. Accelerator allocations are not seen:
-// on a GPU, read the device allocator's statistics instead.
+// windows, or not by the CPU allocator, or outliving the step: finish_step) are not counted.
+// Accelerator allocations are not seen: on a GPU, read the device allocator's statistics instead.
 #pragma once
 
 #include <cstdint>
@@ -58,9 +58,16 @@ class ActivationMeter {
   int64_t live_bytes() const;            // activations allocated in windows and not freed yet
   int64_t kept_peak_bytes() const;       // largest sample at a window's end since reset_peaks()
   int64_t transient_peak_bytes() const;  // largest live value since reset_peaks()
-  // Starts new peaks; forget = true also forgets the live allocations (a new step: what the last
-  // one left alive, such as a loss tensor the caller still holds, no longer counts).
-  void reset_peaks(bool forget = false);
+  void reset_peaks();                    // starts new peaks
+
+  // Ends a step (after its last backward) and returns its peaks without the allocations that are
+  // still alive: those outlived the backward, so they are not activations (a buffer some layer
+  // allocated lazily during the forward and keeps, the loss tensor the caller holds). Then
+  // forgets every allocation: the next step starts from zero.
+  struct StepPeaks {
+    int64_t kept = 0, transient = 0;
+  };
+  StepPeaks finish_step();
 
   // The meter installed on the calling thread (nullptr: none).
   static ActivationMeter* on_this_thread();

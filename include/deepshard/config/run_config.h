@@ -70,6 +70,8 @@ struct TrainConfig {
 struct CommConfig {
   // Every collective; DeepSpeed's 30 minutes is far too long to notice a dead rank.
   double timeout_s = 300.0;
+  // "auto" (shared memory when every rank is on one host, else Gloo), "gloo" or "shm".
+  std::string transport = "auto";
 };
 
 struct RunConfig {
