@@ -72,7 +72,7 @@ TEST_F(ConfigCheck, OverridesAndRunFiles) {
 
   result = run_deepshard({"config", "check", path, "--set", "zero_optimization.stage=0", "--set",
                           "zero_optimization.offload_optimizer.device=none", "--set",
-                          "tensorboard.enabled=false"},
+                          "wandb.enabled=false"},
                          60);
   EXPECT_EQ(result.exit_status, 0) << result.output;
   EXPECT_TRUE(contains(result.output, "\"n_embd\": 128")) << result.output;  // tiny preset
