@@ -19,12 +19,13 @@ set(allowed_optim util config optim)
 set(allowed_checkpoint util config comm sharding activation models checkpoint)
 set(allowed_zero util config comm io offload optim sharding checkpoint zero)
 set(allowed_monitor util monitor)
+set(allowed_profiling util profiling)
 set(allowed_train util config comm io offload data sharding activation models optim checkpoint zero monitor
-    train)
+    profiling train)
 set(allowed_cli util config comm io offload launch data sharding activation models optim checkpoint zero
-    monitor train cli)
+    monitor profiling train cli)
 set(layers util config comm launch io offload data sharding activation models optim checkpoint zero monitor
-    train cli)
+    profiling train cli)
 
 set(problems "")
 foreach(layer ${layers})

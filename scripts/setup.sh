@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build ccache git pkg-config
           libtorch-dev libgloo-dev libopenblas0-pthread nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libaio-dev)
+          libgtest-dev libgmock-dev libbenchmark-dev libaio-dev
+          libprotobuf-dev protobuf-compiler
+          chromium)  # chromium: the browser test of `deepshard report` (tests/cli/report_test.cpp)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

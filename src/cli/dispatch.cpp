@@ -28,6 +28,7 @@ const Command kCommands[] = {
      "sample text from a checkpoint or Hugging Face GPT-2 safetensors weights"},
     {"convert", deepshard::cli::run_convert_command,
      "write a checkpoint's weights as Hugging Face GPT-2 safetensors"},
+    {"report", deepshard::cli::run_report_command, "HTML page of plots of run folders"},
 };
 
 void print_usage(FILE* out) {

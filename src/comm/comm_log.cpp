@@ -1,4 +1,4 @@
-// Implementation of CommLog: a map of per-op counters behind one mutex.
+// Implementation of CommLog: maps of per-op (and per-op-and-size) counters behind one mutex.
 #include "deepshard/comm/comm_log.h"
 
 namespace deepshard::comm {
@@ -10,6 +10,22 @@ void CommLog::record(const std::string& op, int64_t bytes, double seconds, doubl
   s.bytes += bytes;
   s.seconds += seconds;
   s.wait_seconds += wait_seconds;
+  if (keep_detail_) {
+    CommSizeStats& d = detail_[op][bytes];
+    d.count += 1;
+    d.bytes += bytes;
+    d.latencies.push_back(seconds);
+  }
+}
+
+void CommLog::keep_detail(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  keep_detail_ = on;
+}
+
+CommDetail CommLog::detail() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return detail_;
 }
 
 std::map<std::string, CommStats> CommLog::snapshot() const {
@@ -32,6 +48,7 @@ CommStats CommLog::total() const {
 void CommLog::reset() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.clear();
+  detail_.clear();
 }
 
 }  // namespace deepshard::comm

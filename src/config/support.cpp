@@ -67,13 +67,13 @@ const Row kUnsupported[] = {
     {"optimizer.params.amsgrad", [](const DsConfig& c) { return flag(c.optimizer.amsgrad); }},
     {"scheduler.type", [](const DsConfig& c) { return show_if(!is_supported_scheduler(c.scheduler.type), c.scheduler.type); }},
     // monitoring and profiling
-    {"tensorboard.enabled", [](const DsConfig& c) { return flag(c.monitor.tensorboard.enabled); }},
-    {"csv_monitor.enabled", [](const DsConfig& c) { return flag(c.monitor.csv_monitor.enabled); }},
-    {"wandb.enabled", [](const DsConfig& c) { return flag(c.monitor.wandb.enabled); }},
-    {"comet.enabled", [](const DsConfig& c) { return flag(c.monitor.comet.enabled); }},
-    {"trackio.enabled", [](const DsConfig& c) { return flag(c.monitor.trackio.enabled); }},
-    {"comms_logger.enabled", [](const DsConfig& c) { return flag(c.comms_logger.enabled); }},
-    {"flops_profiler.enabled", [](const DsConfig& c) { return flag(c.flops_profiler.enabled); }},
+    // (tensorboard, csv_monitor, comms_logger and flops_profiler are implemented; the hosted
+    // trackers need a network service deepshard does not talk to)
+    {"wandb.enabled", [](const DsConfig& c) { return show_if(c.monitor.wandb.enabled, "true (Weights & Biases is a network service; use tensorboard or csv_monitor)"); }},
+    {"comet.enabled", [](const DsConfig& c) { return show_if(c.monitor.comet.enabled, "true (Comet is a network service; use tensorboard or csv_monitor)"); }},
+    {"trackio.enabled", [](const DsConfig& c) { return show_if(c.monitor.trackio.enabled, "true (trackio is a network service; use tensorboard or csv_monitor)"); }},
+    {"comms_logger.debug", [](const DsConfig& c) { return show_if(c.comms_logger.enabled && c.comms_logger.debug, "true (caller function names)"); }},
+    {"flops_profiler.recompute_fwd_factor", [](const DsConfig& c) { return show_if(c.flops_profiler.enabled && c.flops_profiler.recompute_fwd_factor != 0.0, detail::format_value(c.flops_profiler.recompute_fwd_factor)); }},
     // checkpoints
     {"checkpoint.load_universal", [](const DsConfig& c) { return flag(c.checkpoint.load_universal); }},
 };

@@ -20,10 +20,14 @@ StepRecord train_one_step(TrainingRun& run, int64_t step) {
   double loss_sum = 0.0;
   for (int64_t micro = 0; micro < ds.gradient_accumulation_steps; ++micro) {
     auto batch = run.data.sampler->batch(step, micro);
+    run.monitors->before_forward(step, micro);
     auto loss =
         run.activations->forward([&] { return run.model->loss(batch.inputs, batch.targets); });
+    run.monitors->after_forward();
     run.engine->backward(loss);
+    run.monitors->after_backward();
     r.result = run.engine->step();
+    run.monitors->after_micro_step();
     loss_sum += loss.item<double>();
   }
   DS_ASSERT(r.result.boundary, "the accumulation window did not end with the step");

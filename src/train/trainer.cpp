@@ -25,6 +25,7 @@ std::vector<std::unique_ptr<StepHook>> make_step_hooks(const TrainingRun& run) {
   hooks.push_back(make_memory_profile_hook());
   hooks.push_back(make_evaluation_hook());
   hooks.push_back(make_progress_hook());
+  hooks.push_back(make_monitors_hook());  // before the metrics file: adds comm_wait_share
   hooks.push_back(make_metrics_file_hook(run));
   hooks.push_back(make_checkpoint_hook());  // last: saves what the step left
   return hooks;
@@ -32,10 +33,12 @@ std::vector<std::unique_ptr<StepHook>> make_step_hooks(const TrainingRun& run) {
 
 TrainSummary run_training(const config::RunConfig& config, comm::Group& group) {
   TrainingRun run(config, group);
+  run.monitors = std::make_unique<RunMonitors>(config, group);  // the comms logger counts from here
   setup(run);
   build_model(run);
   build_data(run);
   build_engine(run);
+  run.monitors->attach(*run.model);
   resume(run);
 
   StopSignals stop_signals(run.checkpointing);

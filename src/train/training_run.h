@@ -23,6 +23,7 @@
 #include "deepshard/zero/estimator.h"
 #include "deepshard/zero/partitioned_build.h"
 #include "train/activation_tracker.h"
+#include "train/run_monitors.h"
 
 namespace deepshard::train {
 
@@ -64,6 +65,8 @@ struct TrainingRun {
   int64_t start_step = 0;  // optimizer steps already done (0 unless resumed)
   // Recompute (train.activation_checkpointing) and the activation meter, for the training loop.
   std::unique_ptr<ActivationTracker> activations;
+  // tensorboard, csv_monitor, comms_logger, flops_profiler (run_monitors.h); made first.
+  std::unique_ptr<RunMonitors> monitors;
 
   TrainSummary summary;
 };
@@ -114,6 +117,7 @@ std::unique_ptr<StepHook> make_evaluation_hook();                        // eval
 std::unique_ptr<StepHook> make_progress_hook();                          // progress.cpp
 std::unique_ptr<StepHook> make_metrics_file_hook(const TrainingRun& run);  // progress.cpp
 std::unique_ptr<StepHook> make_checkpoint_hook();                          // checkpointing.cpp
+std::unique_ptr<StepHook> make_monitors_hook();                            // run_monitors.cpp
 // run_summary.cpp: final weights, text sample, summary.json.
 void finish_run(TrainingRun& run, const std::vector<std::unique_ptr<StepHook>>& hooks);
 

@@ -64,15 +64,15 @@ TEST_F(ConfigCheck, OverridesAndRunFiles) {
                       "optimizer": {"type": "AdamW", "params": {"lr": "auto"}},
                       "zero_optimization": {"stage": 3,
                           "offload_optimizer": {"device": "cpu"}},
-                      "tensorboard": {"enabled": true}})");
+                      "wandb": {"enabled": true}})");
   auto result = run_deepshard({"config", "check", path}, 60);
   EXPECT_EQ(result.exit_status, 1) << result.output;
   EXPECT_TRUE(contains(result.output, "parsed as a run file")) << result.output;
-  EXPECT_TRUE(contains(result.output, "not supported yet: tensorboard.enabled"));
+  EXPECT_TRUE(contains(result.output, "not supported yet: wandb.enabled"));
 
   result = run_deepshard({"config", "check", path, "--set", "zero_optimization.stage=0", "--set",
                           "zero_optimization.offload_optimizer.device=none", "--set",
-                          "tensorboard.enabled=false"},
+                          "wandb.enabled=false"},
                          60);
   EXPECT_EQ(result.exit_status, 0) << result.output;
   EXPECT_TRUE(contains(result.output, "\"n_embd\": 128")) << result.output;  // tiny preset

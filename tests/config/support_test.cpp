@@ -87,12 +87,14 @@ TEST(Unsupported, EachFeatureIsNamedWithItsValue) {
       {{{"optimizer", {{"type", "Adam"}, {"params", {{"amsgrad", true}}}}}},
        "optimizer.params.amsgrad"},
       {{{"scheduler", {{"type", "StepLR"}}}}, "scheduler.type=StepLR"},
-      {{{"tensorboard", {{"enabled", true}}}}, "tensorboard.enabled"},
-      {{{"wandb", {{"enabled", true}}}}, "wandb.enabled"},
-      {{{"csv_monitor", {{"enabled", true}}}}, "csv_monitor.enabled"},
-      {{{"comet", {{"enabled", true}}}}, "comet.enabled"},
-      {{{"flops_profiler", {{"enabled", true}}}}, "flops_profiler.enabled"},
-      {{{"comms_logger", {{"enabled", true}}}}, "comms_logger.enabled"},
+      {{{"wandb", {{"enabled", true}}}},
+       "wandb.enabled=true (Weights & Biases is a network service; use tensorboard or csv_monitor)"},
+      {{{"comet", {{"enabled", true}}}},
+       "comet.enabled=true (Comet is a network service; use tensorboard or csv_monitor)"},
+      {{{"comms_logger", {{"enabled", true}, {"debug", true}}}},
+       "comms_logger.debug=true (caller function names)"},
+      {{{"flops_profiler", {{"enabled", true}, {"recompute_fwd_factor", 1}}}},
+       "flops_profiler.recompute_fwd_factor=1"},
       {{{"checkpoint", {{"load_universal", true}}}}, "checkpoint.load_universal"},
       {{{"elasticity", {{"enabled", true}, {"max_train_batch_size", 64}}}}, "elasticity"},
       {{{"pipeline", {{"stages", 2}}}}, "pipeline"},
@@ -141,7 +143,16 @@ TEST(Unsupported, AllFeaturesOfAConfigAreListed) {
                          {"wandb", {{"enabled", true}}}}),
             std::vector<std::string>({"not supported yet: zero_optimization.mics_shard_size=2",
                                       "not supported yet: bf16.bf16_master_weights_and_grads",
-                                      "not supported yet: wandb.enabled"}));
+                                      "not supported yet: wandb.enabled=true (Weights & Biases "
+                                      "is a network service; use tensorboard or csv_monitor)"}));
+}
+
+TEST(Unsupported, MonitorsAndProfilersAreSupported) {
+  EXPECT_TRUE(unsupported({{"tensorboard", {{"enabled", true}}},
+                           {"csv_monitor", {{"enabled", true}}},
+                           {"comms_logger", {{"enabled", true}, {"verbose", true}}},
+                           {"flops_profiler", {{"enabled", true}, {"profile_step", 2}}}})
+                  .empty());
 }
 
 }  // namespace

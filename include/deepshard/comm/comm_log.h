@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace deepshard::comm {
 
@@ -18,6 +19,15 @@ struct CommStats {
       0.0;  // time the caller was blocked waiting for it (<= seconds + post-processing)
 };
 
+// One collective at one message size, for DeepSpeed's comms logger: how many, their bytes, and
+// every latency (start to completion, seconds).
+struct CommSizeStats {
+  int64_t count = 0;
+  int64_t bytes = 0;
+  std::vector<double> latencies;
+};
+using CommDetail = std::map<std::string, std::map<int64_t, CommSizeStats>>;  // op -> size -> stats
+
 class CommLog {
  public:
   void record(const std::string& op, int64_t bytes, double seconds, double wait_seconds);
@@ -25,9 +35,15 @@ class CommLog {
   CommStats total() const;
   void reset();
 
+  // Off by default (it keeps every latency): per op and message size, from now on.
+  void keep_detail(bool on);
+  CommDetail detail() const;
+
  private:
   mutable std::mutex mu_;
   std::map<std::string, CommStats> stats_;
+  bool keep_detail_ = false;
+  CommDetail detail_;
 };
 
 }  // namespace deepshard::comm

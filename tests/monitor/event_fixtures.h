@@ -1,0 +1,37 @@
+// Event files written by other programs, for the reader test: the bytes are copied from public
+// test code (byte literals there, hex here).
+#pragma once
+
+#include <string>
+
+namespace deepshard::monitor::fixtures {
+
+// Two records written by TensorFlow's own event writer, from tensorflow/tensorflow
+// tensorflow/python/summary/impl/gcs_file_loader_test.py (MOCK_RECORDS; commit
+// 11fe8ea0105ff89bdf0baf001237165c2a57834a), where TensorFlow's loader reads them back as events
+// with file_version "brain.Event:1" and "brain.Event:2".
+inline std::string tensorflow_records() {
+  static const char kBytes[] =
+    "\x18\x00\x00\x00\x00\x00\x00\x00\xa3\x7f\x4b\x22\x09\x00\x00\xc0\x25\xdd\x75\xd5\x41\x1a\x0d\x62"
+    "\x72\x61\x69\x6e\x2e\x45\x76\x65\x6e\x74\x3a\x31\xec\xf3\x32\x8d\x18\x00\x00\x00\x00\x00\x00\x00"
+    "\xa3\x7f\x4b\x22\x09\x00\x00\x00\x27\xe6\xb3\xd5\x41\x1a\x0d\x62\x72\x61\x69\x6e\x2e\x45\x76\x65"
+    "\x6e\x74\x3a\x32\x6a\x4d\x0b\x15";
+  return std::string(kBytes, sizeof kBytes - 1);
+}
+
+// A whole event file written by tensorboard_logger (TeamHG-Memex/tensorboard_logger
+// tests/test_tensorboard_logger.py, test_serialization; commit
+// 5d59b7e20a4698d22e51b562cd7a75a907b9f26e): Logger(dummy_time=256.5), log_value('v/1', 1.5, 1),
+// log_value('v/22', 16.0, 2).
+inline std::string tensorboard_logger_file() {
+  static const char kBytes[] =
+    "\x18\x00\x00\x00\x00\x00\x00\x00\xa3\x7f\x4b\x22\x09\x00\x00\x00\x00\x00\x08\x70\x40\x1a\x0d\x62"
+    "\x72\x61\x69\x6e\x2e\x45\x76\x65\x6e\x74\x3a\x32\xbc\x98\x21\x2b\x19\x00\x00\x00\x00\x00\x00\x00"
+    "\x8b\xf1\x08\x28\x09\x00\x00\x00\x00\x00\x08\x70\x40\x10\x01\x2a\x0c\x0a\x0a\x0a\x03\x76\x2f\x31"
+    "\x15\x00\x00\xc0\x3f\x2c\xec\xc0\x87\x1a\x00\x00\x00\x00\x00\x00\x00\x12\x9b\xd8\x2d\x09\x00\x00"
+    "\x00\x00\x00\x08\x70\x40\x10\x02\x2a\x0d\x0a\x0b\x0a\x04\x76\x2f\x32\x32\x15\x00\x00\x80\x41\x8f"
+    "\xa3\xb6\x88";
+  return std::string(kBytes, sizeof kBytes - 1);
+}
+
+}  // namespace deepshard::monitor::fixtures
