@@ -107,10 +107,8 @@ void check_consistency(const DsConfig& c, Diagnostics& diag) {
     diag.error("activation_checkpointing.contiguous_memory_optimization",
                "requires partition_activations");
   }
-  if (ac.contiguous_memory_optimization && !ac.number_checkpoints) {
-    diag.error("activation_checkpointing.contiguous_memory_optimization",
-               "requires number_checkpoints");
-  }
+  // DeepSpeed also asserts number_checkpoints here; deepshard's trainer sizes the contiguous buffer
+  // from the model's layer count when it is absent (train/activation_tracker.cpp).
 }
 
 }  // namespace deepshard::config::detail
