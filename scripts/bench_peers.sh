@@ -149,7 +149,7 @@ echo "load average (1/5/15 min) before: $load_before, after: $load_after."
 echo "PyTorch peers: OPENBLAS_CORETYPE=${peer_coretype:-unset} (the kernels deepshard's ranks get)."
 for dtype in "${dtypes[@]}"; do
   peak=$(cat "$out_dir"/peak-"$dtype"-*.txt 2>/dev/null | sort -g | tail -1)
-  [ -z "$peak" ] || echo "Measured matmul peak per rank ($dtype, as \`deepshard doctor\`): $peak GFLOP/s; MFU = achieved / peak."
+  [ -z "$peak" ] || printf 'Matmul peak per rank (%s, measured by rank 0 after each run as `deepshard doctor` does; highest of the runs): %.1f GFLOP/s. MFU = achieved / that run'"'"'s peak (summary.json).\n' "$dtype" "$peak"
 done
 echo
 echo "| model | dtype | implementation | tokens/s | runs | vs PyTorch DDP | vs PyTorch ZeRO-1 | vs deepshard stage 0 | MFU |"
