@@ -10,6 +10,7 @@
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
 #include "zero/grad_compression.h"
+#include "zero/grad_norm.h"
 #include "zero/grad_ready_hooks.h"
 #include "zero/offload_notes.h"
 
@@ -270,12 +271,7 @@ void ShardedOptimizerEngine::all_gather_params() {
 at::Tensor ShardedOptimizerEngine::reduced_grads() { return grad_shard_; }
 
 double ShardedOptimizerEngine::global_grad_norm(const at::Tensor& reduced) {
-  // Every element is owned by one rank (padding is zero): the global norm is the root of the sum
-  // of the ranks' squared shard norms.
-  at::Tensor squares = at::linalg_vector_norm(reduced, 2, {}, false, at::kDouble).square();
-  squares = squares.reshape({1});
-  group_.all_reduce(squares, comm::ReduceOp::kSum);
-  return std::sqrt(squares.item<double>());
+  return sharded_l2_norm(group_, reduced);
 }
 
 void ShardedOptimizerEngine::update_parameters(const UpdateRates& rates, float grad_factor) {

@@ -6,6 +6,7 @@
 #include "deepshard/comm/powersgd.h"
 #include "deepshard/util/error.h"
 #include "zero/grad_compression.h"
+#include "zero/grad_norm.h"
 #include "zero/grad_ready_hooks.h"
 
 namespace deepshard::zero {
@@ -76,7 +77,7 @@ at::Tensor Stage0Engine::reduced_grads() { return grads_fp32_; }
 
 double Stage0Engine::global_grad_norm(const at::Tensor& reduced) {
   // Gradients are replicated after the all-reduce: the global norm is local.
-  return at::linalg_vector_norm(reduced, 2, {}, false, at::kDouble).item<double>();
+  return l2_norm(reduced);
 }
 
 void Stage0Engine::update_parameters(const UpdateRates& rates, float grad_factor) {

@@ -11,6 +11,7 @@
 #include "deepshard/util/log.h"
 #include "deepshard/zero/partitioned_build.h"
 #include "zero/offload_notes.h"
+#include "zero/grad_norm.h"
 #include "zero/pre_backward.h"
 #include "zero/storage_resize.h"
 
@@ -526,12 +527,7 @@ void Stage3Engine::after_backward(bool) {
 at::Tensor Stage3Engine::reduced_grads() { return grad_shard_; }
 
 double Stage3Engine::global_grad_norm(const at::Tensor& reduced) {
-  // Every element is owned by one rank (padding is zero): the root of the sum of the ranks'
-  // squared shard norms.
-  at::Tensor squares = at::linalg_vector_norm(reduced, 2, {}, false, at::kDouble).square();
-  squares = squares.reshape({1});
-  group_.all_reduce(squares, comm::ReduceOp::kSum);
-  return std::sqrt(squares.item<double>());
+  return sharded_l2_norm(group_, reduced);
 }
 
 void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor) {
