@@ -34,8 +34,9 @@ bool gloo_moves(at::ScalarType t) {
 
 class FlatGroup : public Group {
  public:
-  FlatGroup(const RendezvousInfo& info, std::unique_ptr<Transport> transport)
-      : info_(info), transport_(std::move(transport)) {}
+  FlatGroup(const RendezvousInfo& info, std::unique_ptr<Transport> transport,
+            std::unique_ptr<JobStore> job = nullptr)
+      : info_(info), job_(std::move(job)), transport_(std::move(transport)) {}
 
   int rank() const override { return info_.rank; }
   int size() const override { return info_.world_size; }
@@ -126,6 +127,7 @@ class FlatGroup : public Group {
   }
 
   RendezvousInfo info_;
+  std::unique_ptr<JobStore> job_;  // outlives the transport (null for one rank)
   std::unique_ptr<Transport> transport_;
   CommLog log_;
 };
@@ -174,16 +176,19 @@ std::unique_ptr<Group> create_group(const RendezvousInfo& info, const GroupOptio
            ": comm.transport \"shm\" needs every rank on one host, but this job has ",
            info.local_world_size, " of its ", info.world_size,
            " ranks per host (use \"auto\" or \"gloo\")");
-  auto store = connect_store(info, options.timeout);
+  auto job = connect_store(info, options.timeout);
+  const auto store = job->store();
   if (one_host && options.transport != TransportKind::kGloo) {
     try {
-      return std::make_unique<FlatGroup>(info, make_shm_transport(info, store, options.timeout));
+      return std::make_unique<FlatGroup>(info, make_shm_transport(info, store, options.timeout),
+                                         std::move(job));
     } catch (const ShmUnavailable& e) {
       if (options.transport == TransportKind::kShm) throw;
       log::warn("shared-memory transport unavailable, using Gloo: ", e.what());
     }
   }
-  return std::make_unique<FlatGroup>(info, make_gloo_transport(info, store, options.timeout));
+  auto transport = make_gloo_transport(info, store, options.timeout);
+  return std::make_unique<FlatGroup>(info, std::move(transport), std::move(job));
 }
 
 }  // namespace deepshard::comm

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "comm/job_status.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::comm {
@@ -94,6 +95,13 @@ void ShmBarrier::arrive_and_wait() {
     const uint32_t seen = header_.wake.load(std::memory_order_acquire);
     if (all_arrived()) return;
     check_aborted();
+    // The job's store says a rank was lost (job_status.h): the most direct reason, at once.
+    if (const std::string lost = job_lost_reason(std::chrono::milliseconds(0)); !lost.empty()) {
+      const std::string reason = detail::concat("the job stops: ", lost, " (rank ", rank_,
+                                                " waited at shared-memory barrier ", target, ")");
+      abort(reason);
+      throw CommError(reason);
+    }
     const auto now = Clock::now();
     if (now >= next_liveness_check) {
       next_liveness_check = now + std::chrono::milliseconds(100);

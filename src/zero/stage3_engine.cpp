@@ -21,11 +21,8 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
     : EngineBase(std::move(model), config, group),
       declared_(declared_plan(*model_)),
       plan_(resolve_units(*model_, declared_)),
-      trace_([this] {
-        std::vector<std::string> names;
-        for (const auto& u : plan_.units) names.push_back(u.name);
-        return names;
-      }()) {
+      trace_(unit_names()),
+      fetch_check_(unit_names()) {
   // The full parameter storage the units replace must leave the process (storage_resize.h).
   return_large_frees_to_os();
   create_units(build);
@@ -243,6 +240,12 @@ void Stage3Engine::install_unit_wrapper() {
       sharding::kShardingLevel);
 }
 
+std::vector<std::string> Stage3Engine::unit_names() const {
+  std::vector<std::string> names;
+  for (const auto& u : plan_.units) names.push_back(u.name);
+  return names;
+}
+
 Stage3Engine::~Stage3Engine() {
   // The model's released units keep their shapes but no data from here on.
   declared_.calls().remove(wrapper_id_);
@@ -414,6 +417,7 @@ void Stage3Engine::start_gather(size_t u) {
                                        shard_.options()));
     holding_buffer_[u] = true;
   }
+  fetch_check_.start(group_, u);
   in_flight_[u] = units_[u]->gather_async(group_);
   ledger_.allocate(MemoryCategory::kGatheredParams,
                    units_[u]->padded_numel() * units_[u]->element_size());
@@ -427,10 +431,17 @@ void Stage3Engine::gather(size_t u) {
 
 void Stage3Engine::finish_gather(size_t u) {
   in_flight_[u].wait();
+  fetch_check_.finish(u);
   if (!holding_buffer_[u]) return;
   units_[u]->set_shard(at::Tensor());
   param_swapper_->release(u);
   holding_buffer_[u] = false;
+}
+
+void Stage3Engine::regather(size_t u) {
+  fetch_check_.start(group_, u);
+  units_[u]->gather(group_);
+  fetch_check_.finish(u);
 }
 
 void Stage3Engine::release(size_t u) {
@@ -557,7 +568,7 @@ void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor
   }
   // The other units gather the new slices when they next run.
   for (size_t u = 0; u < units_.size(); ++u) {
-    if (units_[u]->gathered()) units_[u]->gather(group_);  // persistent units
+    if (units_[u]->gathered()) regather(u);  // persistent units
   }
 }
 
@@ -598,7 +609,7 @@ void Stage3Engine::publish_loaded_state() {
     publish_params(0, master.numel(), master.data_ptr<float>());
   staged_master_ = staged_exp_avg_ = staged_exp_avg_sq_ = at::Tensor();
   for (size_t u = 0; u < units_.size(); ++u) {
-    if (units_[u]->gathered()) units_[u]->gather(group_);  // persistent units
+    if (units_[u]->gathered()) regather(u);  // persistent units
   }
 }
 

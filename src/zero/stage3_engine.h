@@ -34,6 +34,7 @@
 #include "deepshard/optim/adam.h"
 #include "deepshard/sharding/sharding_plan.h"
 #include "zero/engine_base.h"
+#include "zero/fetch_check.h"
 #include "zero/grad_wire.h"
 #include "zero/unit_plan.h"
 #include "zero/stage3_unit.h"
@@ -92,7 +93,12 @@ class Stage3Engine : public EngineBase {
   void prefetch(size_t current);
   void start_gather(size_t u);
   void gather(size_t u);
-  void finish_gather(size_t u);  // waits for u's gather; a swap buffer it read from goes back
+  // Waits for u's gather and its cross-rank check (fetch_check.h); a swap buffer it read from
+  // goes back.
+  void finish_gather(size_t u);
+  // Gathers an already gathered unit afresh (after an update), checked.
+  void regather(size_t u);
+  std::vector<std::string> unit_names() const;
   void release(size_t u);
   // The updated fp32 master of shard elements [lo, lo + n) into the parameters (cast): the slices
   // in RAM, or (offload_param nvme) staged per unit and written when the unit's slice is complete;
@@ -128,6 +134,7 @@ class Stage3Engine : public EngineBase {
   std::vector<bool> prebuilt_;  // partitioned while the model was built (zero.Init)
   std::vector<bool> persistent_;
   UnitTrace trace_;
+  FetchCheck fetch_check_;             // every unit gather compared across ranks (fetch_check.h)
   std::vector<comm::Work> in_flight_;  // per unit: its gather, until waited for
   int64_t live_elements_ = 0;  // padded elements gathered or in flight, persistent units aside
   std::vector<int64_t> slice_offsets_;  // of each unit's slice in the shard buffers
