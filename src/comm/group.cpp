@@ -2,12 +2,12 @@
 // (every message names the rank, the op, the size and the dtype), empty tensors, timing and the
 // comm log. How the bytes move is the transport's (transport.h, docs/comm.md).
 #include "deepshard/comm/group.h"
-#include "deepshard/comm/transport_options.h"
 
 #include <ATen/ATen.h>
 
 #include "comm/transport.h"
 #include "comm/work_impl.h"
+#include "deepshard/comm/transport_options.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
 
@@ -168,8 +168,8 @@ std::unique_ptr<Group> Group::create(const RendezvousInfo& info,
 std::unique_ptr<Group> create_group(const RendezvousInfo& info, const GroupOptions& options) {
   DS_CHECK(info.world_size >= 1 && info.rank >= 0 && info.rank < info.world_size, CommError,
            "Group::create: rank ", info.rank, " is not in a world of ", info.world_size);
-  DS_CHECK(options.timeout.count() > 0, CommError,
-           "Group::create: timeout must be positive, got ", options.timeout.count(), " ms");
+  DS_CHECK(options.timeout.count() > 0, CommError, "Group::create: timeout must be positive, got ",
+           options.timeout.count(), " ms");
   if (info.world_size == 1) return std::make_unique<FlatGroup>(info, make_local_transport());
   const bool one_host = info.local_world_size == info.world_size;
   DS_CHECK(one_host || options.transport != TransportKind::kShm, CommError, "rank ", info.rank,

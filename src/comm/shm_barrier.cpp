@@ -58,8 +58,8 @@ void ShmBarrier::check_aborted() const {
   int32_t by = header_.aborted_by.load(std::memory_order_acquire);
   while (by == kWriting) by = header_.aborted_by.load(std::memory_order_acquire);
   if (by < 0) return;
-  throw CommError(detail::concat("rank ", by, " gave up on the shared-memory transport: ",
-                                 header_.abort_reason));
+  throw CommError(detail::concat(
+      "rank ", by, " gave up on the shared-memory transport: ", header_.abort_reason));
 }
 
 void ShmBarrier::abort(const std::string& reason) {
@@ -110,8 +110,7 @@ void ShmBarrier::arrive_and_wait() {
         if (header_.ranks[r].arrived.load(std::memory_order_acquire) >= target || alive(pid)) {
           continue;
         }
-        std::string reason = detail::concat("rank ", r, " (pid ", pid,
-                                            ") died while rank ", rank_,
+        std::string reason = detail::concat("rank ", r, " (pid ", pid, ") died while rank ", rank_,
                                             " waited for it at shared-memory barrier ", target);
         abort(reason);
         throw CommError(reason);

@@ -24,8 +24,8 @@ JobStore::JobStore(const RendezvousInfo& info, std::chrono::milliseconds timeout
   }
   store_ = c10::make_intrusive<StoreClient>(info.master_addr, info.master_port, info.job_token,
                                             info.rank, timeout);
-  watch_ = std::make_unique<JobWatch>(info.master_addr, info.master_port, info.job_token,
-                                      info.rank, timeout);
+  watch_ = std::make_unique<JobWatch>(info.master_addr, info.master_port, info.job_token, info.rank,
+                                      timeout);
 }
 
 JobStore::~JobStore() {

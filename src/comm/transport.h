@@ -25,7 +25,7 @@ class Transport {
  public:
   using Handle = c10::intrusive_ptr<c10d::Work>;
   struct Started {
-    Handle handle;                // null: finished at issue
+    Handle handle;                 // null: finished at issue
     std::function<void()> finish;  // run by Work::wait() after the transfer (may be empty)
   };
   virtual ~Transport() = default;

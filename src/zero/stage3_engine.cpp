@@ -102,16 +102,17 @@ void Stage3Engine::allocate_shards() {
     po.buffer_count = offload_param.buffer_count;
     // A buffer larger than the largest swapped slice would never be filled; a smaller one is
     // refused (PartitionSwapper names offload_param.buffer_size).
-    po.buffer_bytes = std::min(offload_param.buffer_size * units_[0]->element_size(),
-                               largest_swapped);
+    po.buffer_bytes =
+        std::min(offload_param.buffer_size * units_[0]->element_size(), largest_swapped);
     param_swapper_ = std::make_unique<offload::PartitionSwapper>(swap_bytes, po);
     ledger_.allocate(MemoryCategory::kSwapBuffers, param_swapper_->held_bytes(),
                      MemoryPlace::kHost);
     if (rank == 0) {
-      log::info("offload_param nvme: ", std::count(swapped_param_.begin(), swapped_param_.end(), true),
-                " of ", units_.size(), " units' slices on NVMe in ", param_swapper_->folder(),
-                " (", offload_param.buffer_count, " buffers of ", po.buffer_bytes,
-                " bytes; read ahead in the trace's order)");
+      log::info(
+          "offload_param nvme: ", std::count(swapped_param_.begin(), swapped_param_.end(), true),
+          " of ", units_.size(), " units' slices on NVMe in ", param_swapper_->folder(), " (",
+          offload_param.buffer_count, " buffers of ", po.buffer_bytes,
+          " bytes; read ahead in the trace's order)");
     }
   }
   shard_ = torch::zeros({resident_numel}, options);
@@ -368,8 +369,8 @@ void Stage3Engine::for_units_in(
 void Stage3Engine::publish_params(int64_t lo, int64_t n, const float* master) {
   torch::NoGradGuard no_grad;
   for_units_in(lo, n, [&](size_t u, int64_t in_slice, int64_t at, int64_t len) {
-    const at::Tensor values = at::from_blob(const_cast<float*>(master) + (at - lo), {len},
-                                            at::TensorOptions(at::kFloat));
+    const at::Tensor values =
+        at::from_blob(const_cast<float*>(master) + (at - lo), {len}, at::TensorOptions(at::kFloat));
     if (!swapped_param_[u]) {
       param_slice_[u].narrow(0, in_slice, len).copy_(values);
       return;
@@ -384,7 +385,8 @@ void Stage3Engine::publish_params(int64_t lo, int64_t n, const float* master) {
     DS_ASSERT(publish_unit_ == u && publish_filled_ == in_slice, "publish out of order");
     publish_stage_.narrow(0, in_slice, len).copy_(values);
     publish_filled_ += len;
-    if (publish_filled_ == units_[u]->slice_numel()) param_swapper_->write(u, publish_stage_.data_ptr());
+    if (publish_filled_ == units_[u]->slice_numel())
+      param_swapper_->write(u, publish_stage_.data_ptr());
   });
 }
 
@@ -413,8 +415,8 @@ void Stage3Engine::start_gather(size_t u) {
       if (holding_buffer_[v]) finish_gather(v);
     }
     const void* slice = param_swapper_->acquire(u);
-    units_[u]->set_shard(at::from_blob(const_cast<void*>(slice), {units_[u]->slice_numel()},
-                                       shard_.options()));
+    units_[u]->set_shard(
+        at::from_blob(const_cast<void*>(slice), {units_[u]->slice_numel()}, shard_.options()));
     holding_buffer_[u] = true;
   }
   fetch_check_.start(group_, u);
@@ -552,10 +554,9 @@ void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor
   // Read-ahead of the old parameters is stale after this update.
   if (param_swapper_) param_swapper_->drop_unused();
   if (swapped_) {
-    swapped_->step(group_, grad_shard_, master_swapped_ ? at::Tensor() : master_, rates.lr,
-                   grad_factor, [this](int64_t lo, int64_t n, const float* master) {
-                     publish_params(lo, n, master);
-                   });
+    swapped_->step(
+        group_, grad_shard_, master_swapped_ ? at::Tensor() : master_, rates.lr, grad_factor,
+        [this](int64_t lo, int64_t n, const float* master) { publish_params(lo, n, master); });
     if (!master_swapped_ && master_.data_ptr() != shard_.data_ptr())
       publish_params(0, master_.numel(), master_.data_ptr<float>());
   } else if (shard_.scalar_type() == at::kBFloat16 && !param_swapper_) {
@@ -582,7 +583,8 @@ std::vector<EngineBase::StatePiece> Stage3Engine::state_view(StateUse use) {
     staged_exp_avg_ = at::zeros({numel}, fp32);
     staged_exp_avg_sq_ = at::zeros({numel}, fp32);
     staged_master_ = master_swapped_ ? at::zeros({numel}, fp32) : master_;
-    if (use == StateUse::kSave) swapped_->read_all(staged_master_, staged_exp_avg_, staged_exp_avg_sq_);
+    if (use == StateUse::kSave)
+      swapped_->read_all(staged_master_, staged_exp_avg_, staged_exp_avg_sq_);
   }
   const at::Tensor& master = swapped_ ? staged_master_ : master_;
   const at::Tensor& exp_avg = swapped_ ? staged_exp_avg_ : adam_->exp_avg();

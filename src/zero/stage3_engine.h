@@ -1,16 +1,16 @@
 // ZeRO stage 3 (design §5): parameters, gradients and optimizer state all partitioned. The model
 // is cut into the units it declares (deepshard/sharding/sharding_plan.h, resolved in unit_plan.h);
-// the engine wraps their forwards through the model's UnitCalls. Each unit's parameters live in one flat storage of N rank
-// slices (Stage3Unit) and this rank keeps only its slices: one shard buffer for all units (fp32:
-// it is also the master the optimizer updates). A unit is gathered before its forward and
-// released after it; the identity function on its output (pre_backward.h) re-gathers it before its
-// backward and gives its parameters a flat gradient buffer; when grad-accumulator hooks report
-// all of the unit's gradients, the buffer is reduce-scattered (average) into this rank's fp32
-// gradient shard (accumulating over micro-steps), dropped, and the unit released. The root unit
-// and units of at most stage3_param_persistence_threshold elements stay gathered (in unit order, as
-// long as their total stays within stage3_model_persistence_threshold). Once the trace is known, a
-// unit used again within stage3_max_reuse_distance elements of it (a block's forward right before
-// its backward) is not released in between, if the gathered elements stay within
+// the engine wraps their forwards through the model's UnitCalls. Each unit's parameters live in one
+// flat storage of N rank slices (Stage3Unit) and this rank keeps only its slices: one shard buffer
+// for all units (fp32: it is also the master the optimizer updates). A unit is gathered before its
+// forward and released after it; the identity function on its output (pre_backward.h) re-gathers it
+// before its backward and gives its parameters a flat gradient buffer; when grad-accumulator hooks
+// report all of the unit's gradients, the buffer is reduce-scattered (average) into this rank's
+// fp32 gradient shard (accumulating over micro-steps), dropped, and the unit released. The root
+// unit and units of at most stage3_param_persistence_threshold elements stay gathered (in unit
+// order, as long as their total stays within stage3_model_persistence_threshold). Once the trace is
+// known, a unit used again within stage3_max_reuse_distance elements of it (a block's forward right
+// before its backward) is not released in between, if the gathered elements stay within
 // stage3_max_live_parameters.
 // Prefetch (DeepSpeed's parameter coordinator): the first forward + backward records the order
 // units are fetched in (UnitTrace, compared across ranks); later passes, at every fetch, start
@@ -31,15 +31,15 @@
 #include <memory>
 #include <vector>
 
+#include "deepshard/offload/partition_swapper.h"
 #include "deepshard/optim/adam.h"
 #include "deepshard/sharding/sharding_plan.h"
 #include "zero/engine_base.h"
 #include "zero/fetch_check.h"
 #include "zero/grad_wire.h"
-#include "zero/unit_plan.h"
 #include "zero/stage3_unit.h"
-#include "deepshard/offload/partition_swapper.h"
 #include "zero/swapped_adam.h"
+#include "zero/unit_plan.h"
 #include "zero/unit_trace.h"
 
 namespace torch::autograd {

@@ -108,7 +108,8 @@ TEST(ShmFailures, KilledRankFailsTheOthersAndLeavesNoSegment) {
       << r.output;
   auto at = r.output.find("port ");
   ASSERT_NE(at, std::string::npos) << r.output;
-  const std::string prefix = "deepshard-" + std::to_string(std::atoi(r.output.c_str() + at + 5)) + "-";
+  const std::string prefix =
+      "deepshard-" + std::to_string(std::atoi(r.output.c_str() + at + 5)) + "-";
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
     EXPECT_NE(entry.path().filename().string().rfind(prefix, 0), 0u) << entry.path();
   }

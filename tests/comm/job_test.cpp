@@ -25,6 +25,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using testing::read_file;
+using testing::read_output;
 
 std::string worker() { return testing::binary_dir() + "/tests/ds_job_worker"; }
 
@@ -48,14 +49,6 @@ std::vector<pid_t> wait_for_pids(const testing::TempDir& dir, int n) {
   return pids;
 }
 
-std::string read_all(launch::Subprocess& p) {
-  std::string out;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = ::read(p.output_fd(), buffer, sizeof(buffer))) > 0) out.append(buffer, size_t(n));
-  return out;
-}
-
 // Ranks started directly (no launcher), each with torchrun's variables, as mpirun or srun would.
 struct BareJob {
   BareJob(int n, const testing::TempDir& dir, int port,
@@ -77,7 +70,7 @@ struct BareJob {
   }
   std::string output() {
     std::string all;
-    for (auto& r : ranks) all += read_all(*r);
+    for (auto& r : ranks) all += read_output(*r);
     return all;
   }
   std::vector<std::unique_ptr<launch::Subprocess>> ranks;
@@ -139,7 +132,7 @@ TEST(JobUnderLauncher, KilledRankStopsTheJobNamingIt) {
   ASSERT_EQ(::kill(pids[2], SIGKILL), 0);
   const auto status = launcher.wait(60);
   const double seconds = seconds_since(start);
-  const std::string output = read_all(launcher);
+  const std::string output = read_output(launcher);
   std::printf("rank 2 killed: the launcher exited after %.2f s\n%s", seconds, output.c_str());
   ASSERT_TRUE(status.has_value());
   EXPECT_NE(*status, 0);

@@ -59,14 +59,6 @@ struct TwoNamespaces {
   bool ok = false;
 };
 
-std::string read_all(launch::Subprocess& p) {
-  std::string out;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = ::read(p.output_fd(), buffer, sizeof(buffer))) > 0) out.append(buffer, size_t(n));
-  return out;
-}
-
 TEST(MultiNode, TwoLaunchersAsTwoNodesTrainLikeFourRanksOnOne) {
   TempDir dir;
   const std::string data = make_token_file(dir);
@@ -104,7 +96,7 @@ TEST(MultiNode, TwoLaunchersAsTwoNodesTrainLikeFourRanksOnOne) {
   std::string output;
   for (auto& n : nodes) {
     auto status = n->wait(300);
-    output += read_all(*n);
+    output += read_output(*n);
     EXPECT_EQ(status.value_or(-1), 0) << output;
   }
   std::printf("%s", output.c_str());

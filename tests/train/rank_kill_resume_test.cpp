@@ -43,14 +43,6 @@ size_t metric_lines(const std::string& run_dir) {
   return read_metrics(run_dir).size();
 }
 
-std::string read_all(launch::Subprocess& p) {
-  std::string out;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = ::read(p.output_fd(), buffer, sizeof(buffer))) > 0) out.append(buffer, size_t(n));
-  return out;
-}
-
 void kill_and_resume(int stage, uint64_t seed) {
   TempDir dir;
   const std::string data = make_token_file(dir);
@@ -96,7 +88,7 @@ void kill_and_resume(int stage, uint64_t seed) {
   std::vector<int> statuses;
   for (auto& r : ranks) {
     statuses.push_back(r->wait(60).value_or(-1));
-    output += read_all(*r);
+    output += read_output(*r);
   }
   const double stop_s = std::chrono::duration<double>(Clock::now() - killed_at).count();
   const int survivor = 1 - victim;
