@@ -30,7 +30,8 @@ void validate_launch_options(const LaunchOptions& options);
 // Output goes to stdout with "[rank R] " prefixes; launcher messages to stderr.
 int launch(const LaunchOptions& options);
 
-// A TCP port that is free on every interface right now (the kernel's choice for port 0).
+// A TCP port that is free on every interface right now, below the kernel's ephemeral range (so no
+// outgoing connection can take it before the store binds it).
 int find_free_port();
 
 std::string launch_usage();
