@@ -23,12 +23,8 @@ while [ $# -gt 0 ]; do
     *) echo "usage: see the head of scripts/bench_activation.sh" >&2; exit 2 ;;
   esac
 done
-build_dir="${BUILD_DIR:-build}"
-ds="$build_dir/deepshard"
-[ -x "$ds" ] || { scripts/setup.sh >/dev/null; }
-DEEPSHARD="$ds" scripts/fetch_brown.sh data >/dev/null
-out_dir="$(mktemp -d)"
-trap 'rm -rf "$out_dir"' EXIT
+source scripts/bench_common.sh
+bench_brown_setup
 
 json_number() { sed -n "s/^ *\"$2\": \\([-0-9.e+]*\\),\\?$/\\1/p" "$1" | head -1; }
 json_array() { tr -d '\n ' < "$1" | sed -n "s/.*\"$2\":\\[\\([0-9,]*\\)\\].*/\\1/p"; }

@@ -48,9 +48,9 @@ PowerSgd::PowerSgd(Group& group, PowerSgdOptions options, std::vector<GradientTe
     const int64_t rows = t.shape.empty() ? 1 : t.shape[0];
     const int64_t cols = rows == 0 ? 0 : numel / rows;
     const int64_t rank = std::min({options_.matrix_approximation_rank, rows, cols});
-    const bool compress = rank > 0 && static_cast<double>((rows + cols) * rank) *
-                                              options_.min_compression_rate <
-                                          static_cast<double>(rows * cols);
+    const bool compress =
+        rank > 0 && static_cast<double>((rows + cols) * rank) * options_.min_compression_rate <
+                        static_cast<double>(rows * cols);
     if (!compress) {
       add_uncompressed(t.offset, numel);
       continue;
@@ -63,6 +63,11 @@ PowerSgd::PowerSgd(Group& group, PowerSgdOptions options, std::vector<GradientTe
 }
 
 int64_t PowerSgd::compressed_numel() const { return uncompressed_numel_ + p_numel_ + q_numel_; }
+
+int64_t PowerSgd::buffer_bytes(int64_t element_size) const {
+  const int64_t feedback = options_.use_error_feedback ? 2 * flat_numel_ : 0;
+  return (feedback + compressed_numel()) * element_size;
+}
 
 // Gram-Schmidt over the columns of `m` (rows x r), in place; a zero column stays zero.
 void PowerSgd::orthogonalize(const at::Tensor& m) const {
@@ -171,8 +176,7 @@ void PowerSgd::load_state(const std::map<std::string, at::Tensor>& state) {
   }
   DS_CHECK(state.at("error").numel() == flat_numel_ && state.at("q").numel() == q_numel_, Error,
            "PowerSGD state: sizes (error ", state.at("error").numel(), ", q ",
-           state.at("q").numel(), ") do not match this model (", flat_numel_, ", ", q_numel_,
-           ")");
+           state.at("q").numel(), ") do not match this model (", flat_numel_, ", ", q_numel_, ")");
   error_ = state.at("error").clone();
   q_memory_ = state.at("q").clone();
   q_ready_ = state.at("q_ready").item<int64_t>() != 0;

@@ -82,15 +82,33 @@ void check_consistency(const DsConfig& c, Diagnostics& diag) {
                "which performs similar to amp opt_mode=O2");
   }
 
+  // PowerSGD compresses an all-reduce of the whole fp32 gradient (comm/powersgd.h): stages 2 and 3
+  // reduce-scatter it, and the wire knobs would be silently bypassed.
+  if (c.compression.enabled()) {
+    if (stage >= 2) {
+      diag.error("compression",
+                 "PowerSGD compresses the all-reduce of the whole gradient: "
+                 "ZeRO stages 0 and 1 only, not stage " +
+                     std::to_string(stage) + " (which reduce-scatters it)");
+    }
+    if (c.communication_data_type && *c.communication_data_type != DType::kFp32) {
+      diag.error("communication_data_type",
+                 "PowerSGD (compression) all-reduces fp32 P and Q matrices; set \"fp32\" or "
+                 "leave it out");
+    }
+    if (c.gradient_predivide_factor != 1.0 || c.prescale_gradients) {
+      diag.error(c.prescale_gradients ? "prescale_gradients" : "gradient_predivide_factor",
+                 "not supported together with compression (PowerSGD averages itself)");
+    }
+  }
+
   const ActivationCheckpointingConfig& ac = c.activation_checkpointing;
   if (ac.contiguous_memory_optimization && !ac.partition_activations) {
     diag.error("activation_checkpointing.contiguous_memory_optimization",
                "requires partition_activations");
   }
-  if (ac.contiguous_memory_optimization && !ac.number_checkpoints) {
-    diag.error("activation_checkpointing.contiguous_memory_optimization",
-               "requires number_checkpoints");
-  }
+  // DeepSpeed also asserts number_checkpoints here; deepshard's trainer sizes the contiguous buffer
+  // from the model's layer count when it is absent (train/activation_tracker.cpp).
 }
 
 }  // namespace deepshard::config::detail

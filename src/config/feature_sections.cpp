@@ -1,7 +1,8 @@
 // The top-level sections around training itself (deepspeed-behavior.md §1.4, §1.5, §7):
 // activation_checkpointing, data_types, the monitors, comms_logger, flops_profiler, checkpoint,
-// aio, torch_autocast, and the sections deepshard recognises only by name (amp, elasticity,
-// pipeline, ...): those are recorded in DsConfig::other_features when present and enabled.
+// aio, torch_autocast, compression (PowerSGD), and the sections deepshard recognises only by name
+// (amp, elasticity, pipeline, ...): those are recorded in DsConfig::other_features when present and
+// enabled.
 #include "config/sections.h"
 
 namespace deepshard::config::detail {
@@ -14,7 +15,6 @@ const char* const kOpaqueSections[] = {"amp",
                                        "pipeline",
                                        "sparse_attention",
                                        "compression_training",
-                                       "compression",  // powerSGD: comm::PowerSgd, not wired yet
                                        "data_efficiency",
                                        "curriculum_learning",
                                        "autotuning",
@@ -140,6 +140,20 @@ void visit_torch_autocast(S& s, C& c) {
   s.field("lower_precision_safe_modules", c.lower_precision_safe_modules);
 }
 
+template <typename S, typename C>
+void visit_compression(S& s, C& c) {
+  s.field("type", c.type, Check::one_of({"powerSGD"}));
+  auto params = s.child("params");
+  params.field("matrix_approximation_rank", c.matrix_approximation_rank, Check::at_least(1));
+  params.field("start_compressing_after_step", c.start_compressing_after_step, Check::at_least(0));
+  params.field("min_compression_rate", c.min_compression_rate, Check::at_least(0.0));
+  params.field("use_error_feedback", c.use_error_feedback);
+  params.field("warm_start", c.warm_start);
+  params.field("orthogonalization_epsilon", c.orthogonalization_epsilon, Check::at_least(0.0));
+  params.field("random_seed", c.random_seed);
+  params.finish();
+}
+
 // Calls visit(section, config) for every section of this file, readers or writers alike.
 template <typename S, typename C, typename Visit>
 void visit_sections(S& root, C& c, Visit&& visit) {
@@ -161,6 +175,8 @@ void visit_sections(S& root, C& c, Visit&& visit) {
   visit(root.child("aio"), c.aio, [](auto& s, auto& v) { visit_aio(s, v); });
   visit(root.child("torch_autocast"), c.torch_autocast,
         [](auto& s, auto& v) { visit_torch_autocast(s, v); });
+  visit(root.child("compression"), c.compression,
+        [](auto& s, auto& v) { visit_compression(s, v); });
 }
 
 }  // namespace
@@ -175,6 +191,11 @@ void parse_features(Section& root, DsConfig& config) {
     if (writer != checkpoint->end() && requested(*writer)) {
       config.other_features.emplace_back("checkpoint.writer");
     }
+  }
+  // {"type": null} is how the resolved config writes "off"; a block without "type" is a mistake.
+  if (const nlohmann::json* c = root.get("compression");
+      c != nullptr && c->is_object() && !c->contains("type")) {
+    root.diag().error("compression.type", "required: the compression method (\"powerSGD\")");
   }
   for (const char* key : kOpaqueSections) {
     root.declare(key);

@@ -25,7 +25,17 @@ std::vector<std::string> keys_set(const config::ActivationCheckpointingConfig& c
 }  // namespace
 
 ActivationTracker::ActivationTracker(const config::RunConfig& run, bool rank0) {
-  const auto& options = run.ds.activation_checkpointing;
+  config::ActivationCheckpointingConfig options = run.ds.activation_checkpointing;
+  if (run.train.activation_checkpointing && options.contiguous_memory_optimization &&
+      !options.number_checkpoints) {
+    // DeepSpeed refuses this (its buffer needs a size); every block of the model is one region.
+    options.number_checkpoints = run.model.n_layer;
+    if (rank0)
+      log::info(
+          "activation_checkpointing.contiguous_memory_optimization without "
+          "number_checkpoints: sized for the model's ",
+          run.model.n_layer, " layers");
+  }
   if (run.train.activation_checkpointing) {
     // No tensor parallelism yet: the model-parallel group has one rank, partition_activations has
     // nothing to split.

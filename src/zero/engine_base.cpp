@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "deepshard/comm/powersgd.h"
 #include "deepshard/optim/clip.h"
 #include "deepshard/optim/lr_schedule.h"
 #include "deepshard/util/error.h"

@@ -23,6 +23,10 @@ namespace deepshard::checkpoint {
 class CheckpointReader;
 }
 
+namespace deepshard::comm {
+class PowerSgd;
+}
+
 namespace deepshard::zero {
 
 class EngineBase : public Engine {
@@ -109,10 +113,15 @@ class EngineBase : public Engine {
   bool low_precision_params_ = false;
   optim::LossScaler scaler_;
   ModuleState module_state_;  // buffers and frozen parameters
+  // The config's `compression` (PowerSGD) over the whole gradient, set by stages 0 and 1; its
+  // state is checkpointed per rank.
+  std::unique_ptr<comm::PowerSgd> compression_;
 
  private:
   // Restores the buffers and frozen parameters a checkpoint saved (every rank reads them).
   void load_module_state(const checkpoint::CheckpointReader& reader);
+  // Restores the PowerSGD state a checkpoint saved (compression_ is set).
+  void load_compression(const checkpoint::CheckpointReader& reader);
 
   int64_t micro_steps_ = 0;
   int64_t global_steps_ = 0;

@@ -11,11 +11,14 @@
 #include <unordered_set>
 
 #include "deepshard/checkpoint/tag_directory.h"
+#include "deepshard/comm/powersgd.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/optim/adam.h"
 #include "deepshard/util/error.h"
+#include "deepshard/util/log.h"
 #include "util/fault_injection.h"
 #include "zero/engine_base.h"
+#include "zero/grad_compression.h"
 #include "zero/rank_agreement.h"
 #include "zero/tag_validation.h"
 
@@ -144,18 +147,19 @@ std::string capture(Fn&& fn) {
 
 void EngineBase::load_module_state(const checkpoint::CheckpointReader& reader) {
   const nlohmann::json& m = reader.manifest();
-  const std::string file = m.contains("module_state") ? m.at("module_state").get<std::string>() : "";
+  const std::string file =
+      m.contains("module_state") ? m.at("module_state").get<std::string>() : "";
   if (file.empty()) {
-    DS_CHECK(module_state_.empty(), IoError, reader.path(), ": checkpoint of a different model: ",
-             "it holds no module state, but this model has ", module_state_.tensors().front().first,
-             " (a buffer or frozen parameter)");
+    DS_CHECK(module_state_.empty(), IoError, reader.path(),
+             ": checkpoint of a different model: ", "it holds no module state, but this model has ",
+             module_state_.tensors().front().first, " (a buffer or frozen parameter)");
     return;
   }
   module_state_.load(reader.path() + "/" + file);
 }
 
 void EngineBase::save_checkpoint(const std::string& dir, const std::string& requested_tag,
-                             const std::string& client_state_json) {
+                                 const std::string& client_state_json) {
   torch::NoGradGuard no_grad;
   const std::string tag =
       agree_on_save(group_, dir, requested_tag, config_.checkpoint.tag_validation);
@@ -182,9 +186,9 @@ void EngineBase::save_checkpoint(const std::string& dir, const std::string& requ
     }
     if (auto* faults = testing::fault_injection()) faults->before_shard_write(rank, tag);
     checkpoint::write_rank_shard(tmp_dir, rank, world, records);
+    if (compression_) save_compression_state(*compression_, tmp_dir, rank);
     // Buffers and frozen parameters are the same on every rank: rank 0 writes them.
-    if (rank == 0 && !module_state_.empty())
-      module_state_.save(tmp_dir + "/" + kModuleStateName);
+    if (rank == 0 && !module_state_.empty()) module_state_.save(tmp_dir + "/" + kModuleStateName);
   });
   // Every rank's RNG state travels with its status.
   const auto reports =
@@ -233,12 +237,27 @@ void EngineBase::save_checkpoint(const std::string& dir, const std::string& requ
                                {"rng", {{"cpu", rng}}},
                                {"client_state", client},
                                {"module_state", module_state_.empty() ? "" : kModuleStateName},
+                               {"compression", compression_ ? "powerSGD" : ""},
                                {"config", config::to_json(config_)}};
     checkpoint::write_manifest(tmp_dir, manifest);
     checkpoint::publish_tag(dir, tag);
   });
   if (rank == 0 && !error.empty()) checkpoint::abort_tag(dir, tag);
   check_all_succeeded(group_, "save_checkpoint: publishing " + tmp_dir, error);
+}
+
+void EngineBase::load_compression(const checkpoint::CheckpointReader& reader) {
+  const nlohmann::json& m = reader.manifest();
+  if (m.value("compression", std::string()).empty()) {
+    if (group_.rank() == 0) {
+      log::warn("compression: ", reader.path(),
+                " was saved without PowerSGD; its error feedback "
+                "and Q matrices start fresh");
+    }
+    return;
+  }
+  load_compression_state(*compression_, reader.path(), group_.rank(), group_.size(),
+                         reader.world_size());
 }
 
 LoadedCheckpoint EngineBase::load_checkpoint(const std::string& dir, const std::string& tag) {
@@ -263,7 +282,10 @@ LoadedCheckpoint EngineBase::load_checkpoint(const std::string& dir, const std::
   });
   check_all_succeeded(group_, "load_checkpoint " + path, error);
   publish_loaded_state();
-  error = capture([&] { load_module_state(*reader); });
+  error = capture([&] {
+    load_module_state(*reader);
+    if (compression_) load_compression(*reader);
+  });
   check_all_succeeded(group_, "load_checkpoint " + path, error);
 
   const nlohmann::json& m = reader->manifest();

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <deque>
 
+#include "deepshard/comm/powersgd.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
+#include "zero/grad_compression.h"
 #include "zero/grad_ready_hooks.h"
 #include "zero/offload_notes.h"
 
@@ -85,7 +87,8 @@ ShardedOptimizerEngine::ShardedOptimizerEngine(std::shared_ptr<torch::nn::Module
   if (nvme) {
     swapped_ = std::make_unique<SwappedAdam>(
         config_, group_.rank(), *adam_, low_precision_params_,
-        offload::split_sub_groups(shard, config_.zero.sub_group_size), [this](int64_t lo, int64_t n, float* out) {
+        offload::split_sub_groups(shard, config_.zero.sub_group_size),
+        [this](int64_t lo, int64_t n, float* out) {
           for_shard_window(lo, n, [&](int64_t shard_at, int64_t flat_at, int64_t len) {
             at::from_blob(out + (shard_at - lo), {len}, at::TensorOptions(at::kFloat))
                 .copy_(flat_->params().narrow(0, flat_at, len));
@@ -117,6 +120,11 @@ ShardedOptimizerEngine::ShardedOptimizerEngine(std::shared_ptr<torch::nn::Module
   buckets_->set_max_in_flight(in_flight);
   accumulators_ =
       add_grad_ready_hooks(flat_->entries(), [this](size_t slot) { on_grad_ready(slot); });
+  // Stage 1 only (the config refuses compression at stage 2): the whole buffer is all-reduced.
+  if (!partition_grads_) {
+    compression_ = make_grad_compression(group_, config_, flat_->entries(), flat_->padded_numel());
+    if (compression_) ledger_.allocate(MemoryCategory::kCommBuffers, compression_->buffer_bytes(4));
+  }
 }
 
 ShardedOptimizerEngine::~ShardedOptimizerEngine() = default;
@@ -141,8 +149,10 @@ void ShardedOptimizerEngine::for_shard_window(
 void ShardedOptimizerEngine::publish_master(int64_t lo, int64_t n, const float* master) {
   // The same rounding as the in-RAM path's master.to(dtype).
   for_shard_window(lo, n, [&](int64_t shard_at, int64_t flat_at, int64_t len) {
-    flat_->params().narrow(0, flat_at, len).copy_(at::from_blob(
-        const_cast<float*>(master) + (shard_at - lo), {len}, at::TensorOptions(at::kFloat)));
+    flat_->params()
+        .narrow(0, flat_at, len)
+        .copy_(at::from_blob(const_cast<float*>(master) + (shard_at - lo), {len},
+                             at::TensorOptions(at::kFloat)));
   });
 }
 
@@ -162,15 +172,20 @@ void ShardedOptimizerEngine::before_backward(bool boundary) {
   first_micro_step_ = micro_steps() % config_.gradient_accumulation_steps == 0;
   last_micro_step_ = boundary;
   // Stage 2 reduces every micro-step from the hooks (converting to fp32 bucket by bucket); stage 1
-  // with a bf16/fp16 model reduces the fp32 buffer, complete only after backward.
-  if (partition_grads_ || (boundary && !low_precision_params_)) buckets_->begin();
+  // with a bf16/fp16 model reduces the fp32 buffer, complete only after backward; so does stage 1
+  // with compression, which needs the whole gradient.
+  if (partition_grads_ || (boundary && !low_precision_params_ && !compression_)) buckets_->begin();
 }
 
 void ShardedOptimizerEngine::after_backward(bool boundary) {
-  if (!partition_grads_ && low_precision_params_) {
-    flat_->accumulate_grads_into(reduce_source_);
-    if (boundary) buckets_->begin();
+  if (!partition_grads_ && low_precision_params_) flat_->accumulate_grads_into(reduce_source_);
+  if (compression_) {
+    if (!boundary) return;
+    compression_->all_reduce_mean(reduce_source_, global_steps());
+    for (size_t b = 0; b < layout_->buckets().size(); ++b) take_reduced(b, /*whole_bucket=*/true);
+    return;
   }
+  if (!partition_grads_ && low_precision_params_ && boundary) buckets_->begin();
   buckets_->finish();
 }
 
@@ -196,12 +211,16 @@ comm::Work ShardedOptimizerEngine::start_reduction(size_t bucket) {
 }
 
 void ShardedOptimizerEngine::complete_reduction(size_t bucket) {
-  torch::NoGradGuard no_grad;
   reduction_->complete_next();  // the wire dtype's cast back
+  take_reduced(bucket, /*whole_bucket=*/!config_.zero.reduce_scatter);
+}
+
+void ShardedOptimizerEngine::take_reduced(size_t bucket, bool whole_bucket) {
+  torch::NoGradGuard no_grad;
   const ShardBucket& b = layout_->buckets()[bucket];
   const at::Tensor shard = grad_shard_.narrow(0, b.shard_offset, b.shard_numel);
   const bool into_shard = !partition_grads_ || first_micro_step_;
-  if (!config_.zero.reduce_scatter) {
+  if (whole_bucket) {
     const at::Tensor owned =
         reduce_input(bucket).narrow(0, group_.rank() * b.shard_numel, b.shard_numel);
     if (into_shard) {
@@ -224,8 +243,7 @@ at::Tensor ShardedOptimizerEngine::owned_params(size_t bucket) const {
   if (!master_.defined()) {
     return flat_->params().narrow(0, layout_->owned_offset(bucket, group_.rank()), b.shard_numel);
   }
-  return master_.narrow(0, b.shard_offset, b.shard_numel)
-      .to(flat_->params().options());
+  return master_.narrow(0, b.shard_offset, b.shard_numel).to(flat_->params().options());
 }
 
 void ShardedOptimizerEngine::all_gather_params() {
@@ -315,7 +333,8 @@ std::vector<EngineBase::StatePiece> ShardedOptimizerEngine::state_view(StateUse 
 void ShardedOptimizerEngine::publish_loaded_state() {
   if (swapped_) {
     swapped_->write_all(staged_master_, staged_exp_avg_, staged_exp_avg_sq_);
-    if (staged_master_.defined()) publish_master(0, layout_->shard_numel(), staged_master_.data_ptr<float>());
+    if (staged_master_.defined())
+      publish_master(0, layout_->shard_numel(), staged_master_.data_ptr<float>());
     staged_master_ = staged_exp_avg_ = staged_exp_avg_sq_ = at::Tensor();
   }
   all_gather_params();

@@ -58,6 +58,10 @@ class ShardedOptimizerEngine : public EngineBase {
   at::Tensor reduce_input(size_t bucket) const;  // the bucket's gradients being reduced
   comm::Work start_reduction(size_t bucket);
   void complete_reduction(size_t bucket);
+  // Moves a reduced bucket's owned slice into the gradient shard (and host memory when offloaded).
+  // `whole_bucket`: the whole bucket was all-reduced in place (reduce_scatter false, compression);
+  // else the reduce-scatter wrote the shard (or the receive buffer, added here).
+  void take_reduced(size_t bucket, bool whole_bucket);
   at::Tensor owned_params(size_t bucket) const;  // this rank's updated slice of a bucket
   void all_gather_params();
   // nvme: cast [lo, lo + n) of the updated fp32 master into the owned parameter slices.
@@ -88,7 +92,7 @@ class ShardedOptimizerEngine : public EngineBase {
   at::Tensor host_grads_;  // offload to another device than the compute device: the shard's grads
   std::unique_ptr<GradBuckets> buckets_;
   std::unique_ptr<optim::FlatAdam> adam_;
-  std::unique_ptr<SwappedAdam> swapped_;  // offload_optimizer nvme
+  std::unique_ptr<SwappedAdam> swapped_;                           // offload_optimizer nvme
   at::Tensor staged_master_, staged_exp_avg_, staged_exp_avg_sq_;  // nvme checkpoints
   // Strong references: autograd holds grad accumulators weakly, and the hooks live on them.
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;

@@ -3,7 +3,9 @@
 
 #include <torch/torch.h>
 
+#include "deepshard/comm/powersgd.h"
 #include "deepshard/util/error.h"
+#include "zero/grad_compression.h"
 #include "zero/grad_ready_hooks.h"
 
 namespace deepshard::zero {
@@ -47,21 +49,27 @@ Stage0Engine::Stage0Engine(std::shared_ptr<torch::nn::Module> model, const confi
   buckets_->set_completion([reduction](size_t) { reduction->complete_next(); });
 
   accumulators_ = add_grad_ready_hooks(flat_->entries(), *buckets_);
+  compression_ = make_grad_compression(group_, config_, flat_->entries(), flat_->padded_numel());
+  if (compression_) ledger_.allocate(MemoryCategory::kCommBuffers, compression_->buffer_bytes(4));
 }
 
 Stage0Engine::~Stage0Engine() = default;
 
 void Stage0Engine::before_backward(bool boundary) {
-  // Mixed precision reduces the fp32 buffer, complete only after backward.
-  if (boundary && group_.size() > 1 && !low_precision_params_) buckets_->begin();
+  // Mixed precision reduces the fp32 buffer, complete only after backward; so does compression,
+  // which needs the whole gradient.
+  if (boundary && group_.size() > 1 && !low_precision_params_ && !compression_) buckets_->begin();
 }
 
 void Stage0Engine::after_backward(bool boundary) {
-  if (low_precision_params_) {
-    flat_->accumulate_grads_into(grads_fp32_);
-    if (boundary && group_.size() > 1) buckets_->begin();
+  if (low_precision_params_) flat_->accumulate_grads_into(grads_fp32_);
+  if (!boundary || group_.size() == 1) return;
+  if (compression_) {
+    compression_->all_reduce_mean(grads_fp32_, global_steps());
+    return;
   }
-  if (boundary && group_.size() > 1) buckets_->finish();
+  if (low_precision_params_) buckets_->begin();
+  buckets_->finish();
 }
 
 at::Tensor Stage0Engine::reduced_grads() { return grads_fp32_; }

@@ -234,11 +234,11 @@ TEST(Assertions, DeepSpeedsCrossChecksAreKept) {
                 with_batch({{"zero_optimization", {{"stage", 1}}}, {"amp", {{"enabled", true}}}})),
             "test.json: amp: Amp and ZeRO are not currently compatible, please use (legacy) fp16 "
             "mode which performs similar to amp opt_mode=O2");
-  EXPECT_EQ(parse_error(with_batch(
-                {{"activation_checkpointing",
-                  {{"contiguous_memory_optimization", true}, {"partition_activations", true}}}})),
-            "test.json: activation_checkpointing.contiguous_memory_optimization: requires "
-            "number_checkpoints");
+  // DeepSpeed's "requires number_checkpoints" is not kept: the trainer takes the model's layers.
+  EXPECT_FALSE(parse_ok(with_batch({{"activation_checkpointing",
+                                     {{"contiguous_memory_optimization", true},
+                                      {"partition_activations", true}}}}))
+                   .config.activation_checkpointing.number_checkpoints);
   EXPECT_EQ(parse_error(with_batch({{"zero_optimization", {{"legacy_stage1", true}}}})),
             "test.json: zero_optimization.legacy_stage1: the legacy stage 1 implementation was "
             "removed from DeepSpeed; remove the key");
@@ -248,6 +248,37 @@ TEST(Assertions, DeepSpeedsCrossChecksAreKept) {
   EXPECT_EQ(parse_ok(with_batch({{"checkpoint", {{"tag_validation", "FAIL"}}}}))
                 .config.checkpoint.tag_validation,
             "FAIL");
+}
+
+// The seed's compression block as written; PowerSGD only where the whole gradient is all-reduced.
+TEST(Compression, PowerSgdBlockIsReadAndCheckedPerStage) {
+  const nlohmann::json block = {
+      {"type", "powerSGD"},
+      {"params", {{"matrix_approximation_rank", 2}, {"start_compressing_after_step", 1000}}}};
+  const auto parsed = parse_ok(with_batch({{"compression", block}})).config.compression;
+  EXPECT_TRUE(parsed.enabled());
+  EXPECT_EQ(parsed.matrix_approximation_rank, 2);
+  EXPECT_EQ(parsed.start_compressing_after_step, 1000);
+  EXPECT_EQ(parsed.min_compression_rate, 2.0);  // PyTorch's PowerSGDState default
+  EXPECT_FALSE(parse_ok(with_batch(nlohmann::json::object())).config.compression.enabled());
+  EXPECT_TRUE(parse_ok(with_batch({{"zero_optimization", {{"stage", 1}}}, {"compression", block}}))
+                  .config.compression.enabled());
+  EXPECT_EQ(
+      parse_error(with_batch({{"zero_optimization", {{"stage", 2}}}, {"compression", block}})),
+      "test.json: compression: PowerSGD compresses the all-reduce of the whole gradient: "
+      "ZeRO stages 0 and 1 only, not stage 2 (which reduce-scatters it)");
+  EXPECT_EQ(parse_error(with_batch({{"compression", {{"params", block["params"]}}}})),
+            "test.json: compression.type: required: the compression method (\"powerSGD\")");
+  EXPECT_NE(
+      parse_error(with_batch({{"compression", {{"type", "onebit"}}}})).find("compression.type"),
+      std::string::npos);
+  EXPECT_NE(parse_error(with_batch({{"compression",
+                                     {{"type", "powerSGD"}, {"params", {{"matrix_rank", 2}}}}}}))
+                .find("compression.params.matrix_rank"),
+            std::string::npos);
+  EXPECT_EQ(parse_error(with_batch({{"compression", block}, {"communication_data_type", "bf16"}})),
+            "test.json: communication_data_type: PowerSGD (compression) all-reduces fp32 P and Q "
+            "matrices; set \"fp32\" or leave it out");
 }
 
 TEST(Optimizer, TypesAreMatchedAsDeepSpeedDoes) {

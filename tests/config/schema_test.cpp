@@ -46,6 +46,8 @@ std::vector<Leaf> default_leaves() {
 
 json with_leaf(const Leaf& leaf, const json& value) {
   json j = kBase;
+  // A compression parameter needs its block's type (a block without one is an error).
+  if (leaf.path.rfind("compression.params.", 0) == 0) j["compression"]["type"] = "powerSGD";
   j[leaf.pointer] = value;
   return j;
 }

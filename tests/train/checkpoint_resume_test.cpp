@@ -1,8 +1,9 @@
 // Checkpoints end to end with real ranks (`deepshard launch -n N -- deepshard train`): exact resume
 // (train 20 = train 10, save, new processes, load, train 10: the same losses bit for bit) at every
-// stage and in bf16/fp16; resharding across world sizes and stages (within 1e-4 of the
-// uninterrupted run); a rank killed during a save leaves the previous `latest` loadable; SIGTERM
-// finishes the step, saves and exits 0; damaged or foreign checkpoints fail naming the file.
+// stage, in bf16/fp16 and mid-PowerSGD-compression; resharding across world sizes and stages
+// (within 1e-4 of the uninterrupted run); a rank killed during a save leaves the previous `latest`
+// loadable; SIGTERM finishes the step, saves and exits 0; damaged or foreign checkpoints fail
+// naming the file.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -108,6 +109,16 @@ TEST_F(CheckpointResumeTest, Stage1ResumesExactly) { expect_exact_resume("s1", 1
 TEST_F(CheckpointResumeTest, Stage2ResumesExactly) { expect_exact_resume("s2", 2, "{}"); }
 TEST_F(CheckpointResumeTest, Stage3ResumesExactly) { expect_exact_resume("s3", 3, "{}"); }
 
+// PowerSGD's error feedback and warm-started Q are per-rank state: resuming mid-compression (it
+// starts at step 4, the save is at step 10) must continue exactly.
+TEST_F(CheckpointResumeTest, PowerSgdResumesMidCompressionExactly) {
+  const std::string compression =
+      R"({"compression": {"type": "powerSGD",
+          "params": {"matrix_approximation_rank": 2, "start_compressing_after_step": 4}}})";
+  expect_exact_resume("powersgd_s0", 0, compression);
+  expect_exact_resume("powersgd_s1", 1, compression);
+}
+
 TEST_F(CheckpointResumeTest, Bf16Stage2ResumesExactly) {
   expect_exact_resume("bf16_s2", 2, R"({"bf16": {"enabled": true}})");
 }
@@ -191,8 +202,7 @@ TEST_F(CheckpointResumeTest, SigtermSavesAndResumesExactly) {
   write_file(config, tiny_run_config(*data_, run_dir, 2, 2, 20,
                                      extra(2, c, 1000, "", R"({"train": {"log_interval": 1}})")));
   launch::SubprocessOptions o;
-  o.argv = {deepshard_exe(), "launch", "-n",       "2",   "--",
-            faults_exe(),    "train",  "--config", config};
+  o.argv = {deepshard_exe(), "launch", "-n", "2", "--", faults_exe(), "train", "--config", config};
   o.extra_env = {{"DEEPSHARD_TEST_SAVE_DELAY_MS", "0"}};
   launch::Subprocess launcher(o);
   std::string out;

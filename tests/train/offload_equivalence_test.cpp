@@ -2,7 +2,7 @@
 // `deepshard train` with real ranks (N = 2 and 3, 20 steps of the tiny GPT, clipping on) gives bit
 // for bit the losses of the same run without offload, with offload_optimizer cpu and nvme (a
 // sub_group_size small enough that every step swaps many sub-groups, with and without the read and
-// write pipelines), in fp32 and bf16. The swap files are gone after the run, and the ledger puts
+// write pipelines), in fp32, bf16 and fp16 (dynamic loss scaling). The swap files are gone after the run, and the ledger puts
 // the optimizer state on NVMe.
 #include <gtest/gtest.h>
 
@@ -39,7 +39,7 @@ void expect_identical(const RunLosses& run, const RunLosses& reference, const st
 
 struct Case {
   int stage;
-  std::string precision;  // "fp32" | "bf16"
+  std::string precision;  // "fp32" | "bf16" | "fp16" (the config section switched on)
 };
 
 class OffloadOptimizer12 : public ::testing::TestWithParam<Case> {};
@@ -57,7 +57,7 @@ TEST_P(OffloadOptimizer12, LossesEqualTheRunWithoutOffloadBitForBit) {
       nlohmann::json extra = {
           {"zero_optimization", {{"stage", c.stage}, {"sub_group_size", 3000}}}};
       if (!off.is_null()) extra["zero_optimization"]["offload_optimizer"] = off;
-      if (c.precision == "bf16") extra["bf16"] = {{"enabled", true}};
+      if (c.precision != "fp32") extra[c.precision] = {{"enabled", true}};
       return extra.dump();
     };
     const std::string tag =
@@ -91,7 +91,7 @@ TEST_P(OffloadOptimizer12, LossesEqualTheRunWithoutOffloadBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Stages, OffloadOptimizer12,
                          ::testing::Values(Case{1, "fp32"}, Case{2, "fp32"}, Case{1, "bf16"},
-                                           Case{2, "bf16"}),
+                                           Case{2, "bf16"}, Case{2, "fp16"}),
                          [](const auto& info) {
                            return "stage" + std::to_string(info.param.stage) + "_" +
                                   info.param.precision;
@@ -99,15 +99,15 @@ INSTANTIATE_TEST_SUITE_P(Stages, OffloadOptimizer12,
 
 // Stage 3: offload_optimizer nvme (all sub-groups swapped, and ratio 0.5: half of them resident),
 // offload_param nvme (every released unit's slice on NVMe), both, and cpu for both, in fp32 at
-// N = 2 and 3; both nvme and ratio 0.5 in bf16 at N = 2.
+// N = 2 and 3; both nvme and ratio 0.5 in bf16 and fp16 at N = 2.
 TEST(OffloadStage3, LossesEqualTheRunWithoutOffloadBitForBit) {
   TempDir dir;
   const std::string data = make_token_file(dir);
   const std::string nvme = dir.file("nvme");
   std::filesystem::create_directories(nvme);
-  for (const std::string precision : {"fp32", "bf16"}) {
+  for (const std::string precision : {"fp32", "bf16", "fp16"}) {
     for (int ranks : {2, 3}) {
-      if (precision == "bf16" && ranks == 3) continue;
+      if (precision != "fp32" && ranks == 3) continue;
       auto zero = [&](const nlohmann::json& opt, const nlohmann::json& param) {
         // Persistence threshold 0: only the root stays gathered, the blocks' slices can be swapped.
         nlohmann::json extra = {
@@ -115,7 +115,7 @@ TEST(OffloadStage3, LossesEqualTheRunWithoutOffloadBitForBit) {
              {{"stage", 3}, {"sub_group_size", 3000}, {"stage3_param_persistence_threshold", 0}}}};
         if (!opt.is_null()) extra["zero_optimization"]["offload_optimizer"] = opt;
         if (!param.is_null()) extra["zero_optimization"]["offload_param"] = param;
-        if (precision == "bf16") extra["bf16"] = {{"enabled", true}};
+        if (precision != "fp32") extra[precision] = {{"enabled", true}};
         return extra.dump();
       };
       const std::string tag = "s3_" + precision + "_n" + std::to_string(ranks);
@@ -134,7 +134,7 @@ TEST(OffloadStage3, LossesEqualTheRunWithoutOffloadBitForBit) {
       auto ratio =
           train_and_read_losses(dir, data, ranks, micro, 1, tag + "_ratio", zero(half, {}));
       expect_identical(ratio, reference, tag + " offload_optimizer nvme, ratio 0.5");
-      if (precision == "bf16") continue;
+      if (precision != "fp32") continue;
       auto opt_nvme = train_and_read_losses(dir, data, ranks, micro, 1, tag + "_optnvme",
                                             zero(offload("nvme", nvme), {}));
       expect_identical(opt_nvme, reference, tag + " offload_optimizer nvme");

@@ -33,6 +33,16 @@ RunLosses train_and_read_losses(const TempDir& dir, const std::string& data, int
                                 int64_t micro, int64_t gas, const std::string& name,
                                 const std::string& extra = "{}");
 
+// A longer 2-rank run of the tiny GPT judged by where it ends: the mean loss of its last 10 steps
+// and the comm-log bytes per step (the mean over all steps, and the last step's).
+struct LongRun {
+  double final_loss = 0;
+  double bytes_per_step = 0;
+  double last_step_bytes = 0;
+};
+LongRun train_long(const TempDir& dir, const std::string& data, const std::string& name,
+                   const std::string& extra, int64_t steps);
+
 // Expects every loss of `run` within 1e-4 relative of `reference`'s (same number of steps);
 // prints and returns the largest relative difference.
 double expect_same_losses(const RunLosses& run, const RunLosses& reference,

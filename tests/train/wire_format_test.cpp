@@ -13,35 +13,6 @@
 namespace deepshard::testing {
 namespace {
 
-struct WireRun {
-  double final_loss = 0;      // mean of the last 10 steps
-  double bytes_per_step = 0;  // comm log, mean over steps
-};
-
-WireRun train_with(const TempDir& dir, const std::string& data, const std::string& name,
-                   const std::string& extra, int64_t steps) {
-  const std::string run_dir = dir.file("run_" + name);
-  const std::string config = dir.file(name + ".json");
-  write_file(config, tiny_run_config(data, run_dir, 4, 1, steps, extra));
-  auto r = run_ranks(2, deepshard_exe(), {"train", "--config", config}, 600);
-  EXPECT_EQ(r.exit_status, 0) << r.output;
-  auto records = read_metrics(run_dir);
-  WireRun out;
-  if (records.size() < 10) {
-    ADD_FAILURE() << name << ": " << records.size() << " metric records";
-    return out;
-  }
-  for (size_t i = records.size() - 10; i < records.size(); ++i) {
-    out.final_loss += records[i].at("loss").get<double>() / 10;
-  }
-  for (const auto& record : records) {
-    out.bytes_per_step += record.at("comm_bytes").get<double>() / records.size();
-  }
-  std::printf("%s: final loss %.4f, %.0f comm bytes per step\n", name.c_str(), out.final_loss,
-              out.bytes_per_step);
-  return out;
-}
-
 // Stage 0: every byte is the gradient all-reduce, so a 16-bit wire halves the total. Stage 2 also
 // all-gathers fp32 parameters: there the saving must equal half of the gradient bytes (stage 0's).
 TEST(WireFormat, SixteenBitWiresTrackFp32AndHalveTheBytes) {
@@ -50,15 +21,14 @@ TEST(WireFormat, SixteenBitWiresTrackFp32AndHalveTheBytes) {
   const int64_t steps = 300;
   double gradient_bytes = 0;  // per step, fp32 wire, from stage 0
   for (int stage : {0, 2}) {
-    const std::string zero =
-        R"({"zero_optimization": {"stage": )" + std::to_string(stage) + "}, ";
-    auto fp32 = train_with(dir, data, "fp32_z" + std::to_string(stage),
+    const std::string zero = R"({"zero_optimization": {"stage": )" + std::to_string(stage) + "}, ";
+    auto fp32 = train_long(dir, data, "fp32_z" + std::to_string(stage),
                            zero + R"("communication_data_type": "fp32"})", steps);
     if (stage == 0) gradient_bytes = fp32.bytes_per_step;
     for (const char* wire : {"bf16", "fp16"}) {
       if (stage == 2 && std::string(wire) == "fp16") continue;  // one 16-bit wire suffices there
       const std::string name = std::string(wire) + "_z" + std::to_string(stage);
-      auto run = train_with(dir, data, name,
+      auto run = train_long(dir, data, name,
                             zero + R"("communication_data_type": ")" + wire + R"("})", steps);
       EXPECT_LT(std::abs(run.final_loss - fp32.final_loss) / fp32.final_loss, 0.03) << name;
       const double saved = (fp32.bytes_per_step - run.bytes_per_step) / (gradient_bytes / 2);
@@ -91,8 +61,8 @@ TEST(WireFormat, PredivideAndPrescaleOnlyChangeRounding) {
       for (const char* key : {"loss", "grad_norm"}) {
         const double want = plain[i].at(key).get<double>();
         const double got = scaled[i].at(key).get<double>();
-        EXPECT_LT(std::abs(got - want), 1e-4 * std::abs(want)) << name << " step " << i + 1 << " "
-                                                               << key;
+        EXPECT_LT(std::abs(got - want), 1e-4 * std::abs(want))
+            << name << " step " << i + 1 << " " << key;
       }
     }
   }

@@ -56,6 +56,9 @@ class PowerSgd {
   // Elements all-reduced per compressed step (uncompressed part + Ps + Qs), and without it.
   int64_t compressed_numel() const;
   int64_t flat_numel() const { return flat_numel_; }
+  // Bytes of the buffers a compressed step holds at its peak (error and its input copy, the
+  // uncompressed buffer, P and Q), for the memory ledger.
+  int64_t buffer_bytes(int64_t element_size) const;
 
   // Checkpoint state: "error" (flat_numel), "q" (the Q memory), "q_ready" (1 if Q holds a value
   // to warm-start from). load_state checks the sizes.

@@ -251,6 +251,21 @@ struct TorchAutocastConfig {
   std::vector<std::string> lower_precision_safe_modules;
 };
 
+// compression: gradient compression of the data-parallel all-reduce, in the form
+// {"type": "powerSGD", "params": {...}} (PyTorch's PowerSGDState options; comm/powersgd.h).
+// Stages 0 and 1 only (where the whole gradient is all-reduced).
+struct CompressionConfig {
+  std::optional<std::string> type;  // absent: off; "powerSGD"
+  int64_t matrix_approximation_rank = 1;
+  int64_t start_compressing_after_step = 1000;
+  double min_compression_rate = 2.0;
+  bool use_error_feedback = true;
+  bool warm_start = true;
+  double orthogonalization_epsilon = 0.0;
+  int64_t random_seed = 0;
+  bool enabled() const { return type.has_value(); }
+};
+
 // The whole DeepSpeed config, resolved: the batch triple is consistent and every "auto" filled.
 struct DsConfig {
   int64_t train_batch_size = 0;
@@ -269,6 +284,7 @@ struct DsConfig {
   SchedulerConfig scheduler;
   ActivationCheckpointingConfig activation_checkpointing;
   DataTypesConfig data_types;
+  CompressionConfig compression;
 
   // Keys deepshard reads and validates; most of them it does not act on yet (see
   // unsupported_features() in loader.h, which lists those that would change the run).
