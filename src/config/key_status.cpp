@@ -32,6 +32,8 @@ const std::vector<KeyRow> kTable = {
     {"optimizer.params.", S::kDoes, ""},
     {"optimizer.params.torch_adam", S::kWarned, "deepshard always runs its own fused AdamW (the same update as torch.optim.Adam/AdamW)"},
     {"scheduler", S::kDoes, ""},
+    // gradient compression
+    {"compression.", S::kDoes, ""},  // PowerSGD at stages 0-1 (comm.md); refused elsewhere
     {"zero_allow_untested_optimizer", S::kWarned, "deepshard's only optimizers (Adam, AdamW) are the ones ZeRO supports"},
     {"zero_force_ds_cpu_optimizer", S::kWarned, "offload_optimizer always steps deepshard's own CPU Adam (no client optimizer to allow)"},
     // precision
