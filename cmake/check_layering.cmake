@@ -8,24 +8,26 @@ cmake_minimum_required(VERSION 3.20)
 set(allowed_util util)
 set(allowed_config util config)
 set(allowed_comm util config comm)
-set(allowed_launch util launch)
+set(allowed_platform util platform)
+set(allowed_launch util platform launch)
 set(allowed_io util io)
 set(allowed_offload util io offload)
 set(allowed_data util data)
 set(allowed_sharding util sharding)
+set(allowed_kernels util kernels)
 set(allowed_activation util config comm activation)
-set(allowed_models util config comm sharding activation models)
+set(allowed_models util config comm sharding activation kernels models)
 set(allowed_optim util config optim)
-set(allowed_checkpoint util config comm sharding activation models checkpoint)
+set(allowed_checkpoint util config comm sharding activation kernels models checkpoint)
 set(allowed_zero util config comm io offload optim sharding checkpoint zero)
 set(allowed_monitor util monitor)
 set(allowed_profiling util profiling)
-set(allowed_train util config comm io offload data sharding activation models optim checkpoint zero monitor
-    profiling train)
-set(allowed_cli util config comm io offload launch data sharding activation models optim checkpoint zero
-    monitor profiling train cli)
-set(layers util config comm launch io offload data sharding activation models optim checkpoint zero monitor
-    profiling train cli)
+set(allowed_train util config comm platform io offload data sharding kernels activation models optim
+    checkpoint zero monitor profiling train)
+set(allowed_cli util config comm platform io offload launch data sharding kernels activation models
+    optim checkpoint zero monitor profiling train cli)
+set(layers util config comm platform launch io offload data sharding kernels activation models optim
+    checkpoint zero monitor profiling train cli)
 
 set(problems "")
 foreach(layer ${layers})

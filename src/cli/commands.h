@@ -21,6 +21,7 @@ int run_prepare_data_command(const Args& args);  // prepare_data_cmd.cpp
 int run_generate_command(const Args& args);      // generate_cmd.cpp
 int run_convert_command(const Args& args);       // convert_cmd.cpp
 int run_report_command(const Args& args);        // report_cmd.cpp
+int run_doctor_command(const Args& args);        // doctor_cmd.cpp
 
 // The tag directory a checkpoint path names: `path` itself if it holds a manifest.json, else
 // <path>/<tag> ("" = <path>/latest's tag). convert_cmd.cpp.

@@ -29,6 +29,8 @@ const Command kCommands[] = {
     {"convert", deepshard::cli::run_convert_command,
      "write a checkpoint's weights as Hugging Face GPT-2 safetensors"},
     {"report", deepshard::cli::run_report_command, "HTML page of plots of run folders"},
+    {"doctor", deepshard::cli::run_doctor_command,
+     "CPU, BLAS kernels, threads, matmul GFLOP/s and the fastest precision here"},
 };
 
 void print_usage(FILE* out) {

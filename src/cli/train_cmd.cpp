@@ -14,6 +14,7 @@
 #include "deepshard/comm/transport_options.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/io/aio_options.h"
+#include "deepshard/platform/blas_kernels.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/util/log.h"
 
@@ -55,6 +56,11 @@ int run_train_command(const Args& args) {
   if (parser.print_help_if_asked(kUsage)) return 0;
   parser.reject_positional();
   const std::string run_path = parser.require("config");
+  // OpenBLAS's generic fallback core: re-executes once with the matching kernels (see
+  // platform/blas_kernels.h); under the launcher the ranks already have them.
+  std::vector<std::string> argv = {"deepshard", "train"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string blas = platform::ensure_blas_kernels(argv);
 
   nlohmann::json json = config::read_json_file(run_path);
   std::string origin = run_path;
@@ -67,6 +73,7 @@ int run_train_command(const Args& args) {
 
   const auto info = comm::rendezvous_from_env();
   log::set_rank(info.rank);
+  if (info.rank == 0) log::info("BLAS: ", blas);
   install_swap_fault_for_tests(info.rank);
   std::vector<std::string> warnings;
   const auto run = config::parse_run_config(json, info.world_size, &warnings, origin);

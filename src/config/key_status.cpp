@@ -99,7 +99,7 @@ const std::vector<KeyRow> kTable = {
     {"checkpoint.parallel_write.", S::kWarned, "no pipeline parallelism"},
     // monitoring and debugging
     {"steps_per_print", S::kDoes, ""},  // the progress-line interval unless train.log_interval is given
-    {"wall_clock_breakdown", S::kWarned, "not implemented yet (metrics.jsonl has step time and comm wait)"},
+    {"wall_clock_breakdown", S::kDoes, ""},
     {"memory_breakdown", S::kDoes, ""},
     {"dump_state", S::kWarned, "not implemented (deepshard config check prints the resolved config)"},
     {"dataloader_drop_last", S::kWarned, "deepshard's sampler draws whole windows: there is no partial batch to drop"},

@@ -48,6 +48,7 @@ void visit_model(S& s, C& m) {
   s.field("vocab_size", m.vocab_size, kPositive);
   s.field("dropout", m.dropout, detail::Check::between(0.0, 1.0));
   s.field("bias", m.bias);
+  s.field("fused_kernels", m.fused_kernels);
   s.field("init_from", m.init_from);
 }
 

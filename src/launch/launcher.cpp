@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "deepshard/launch/subprocess.h"
+#include "deepshard/platform/blas_kernels.h"
 #include "deepshard/util/error.h"
 #include "launch/pipe_io.h"
 #include "launch/rank_output.h"
@@ -83,6 +84,12 @@ class Job {
 Job::Job(const LaunchOptions& options, int master_port) : options_(options) {
   const int n = options.nproc_per_node;
   Env common = options.set_thread_env ? thread_env(n) : Env{};
+  // OpenBLAS's generic fallback core on an AVX2/AVX-512 CPU: the ranks get the matching kernels.
+  const platform::BlasChoice blas = platform::current_blas_choice();
+  if (!blas.coretype_to_set.empty()) {
+    std::fprintf(stderr, "deepshard launch: %s\n", blas.reason.c_str());
+    for (const auto& [name, value] : platform::blas_env_for_ranks(blas)) common[name] = value;
+  }
   common["MASTER_ADDR"] = options.master_addr;
   common["MASTER_PORT"] = std::to_string(master_port);
   common["DEEPSHARD_JOB_TOKEN"] = job_token(options);

@@ -8,8 +8,10 @@
 #include <limits>
 #include <unordered_set>
 
+#include "deepshard/kernels/fused_ops.h"
 #include "deepshard/util/error.h"
 #include "models/gpt_init.h"
+#include "models/layer_norm_call.h"
 
 namespace deepshard::models {
 
@@ -54,7 +56,7 @@ at::Tensor GptImpl::forward(const at::Tensor& idx) {
     });
   }
   // The head reuses wte's weight ([vocab, C]): logits = ln_f(x) wte^T.
-  return torch::linear(ln_f(x), wte->weight);
+  return torch::linear(apply_layer_norm(ln_f, x, config_.fused_kernels), wte->weight);
 }
 
 sharding::ShardingPlan GptImpl::sharding_plan() {
@@ -69,9 +71,10 @@ at::Tensor GptImpl::loss(const at::Tensor& idx, const at::Tensor& targets) {
            " do not match idx ", idx.sizes());
   const at::Tensor logits = forward(idx);
   // Cross-entropy in fp32 whatever the parameter dtype (a bf16 log-softmax over the vocabulary
-  // loses too much precision).
-  return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}).to(at::kFloat),
-                                              targets.reshape({-1}));
+  // loses too much precision); the fused kernel reads bf16 logits without an fp32 copy.
+  const at::Tensor flat = logits.view({-1, logits.size(-1)});
+  if (config_.fused_kernels) return kernels::cross_entropy(flat, targets.reshape({-1}));
+  return torch::nn::functional::cross_entropy(flat.to(at::kFloat), targets.reshape({-1}));
 }
 
 std::vector<int64_t> GptImpl::generate(const std::vector<int64_t>& prompt, int64_t max_new_tokens,

@@ -1,15 +1,18 @@
 // The GPT-2 transformer block and its parts: causal self-attention (matmul + masked softmax), the
 // GELU (tanh) MLP, and the pre-LayerNorm residual block. Submodules are registered in Hugging
 // Face's order and names (ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj). A block is
-// an activation-checkpointing region.
+// an activation-checkpointing region. With config.fused_kernels the layer norms, the scaled causal
+// softmax and the GELU run as the fused CPU kernels of kernels/fused_ops.h.
 #include <torch/torch.h>
 
 #include <cmath>
 #include <limits>
 
 #include "deepshard/activation/checkpoint.h"
+#include "deepshard/kernels/fused_ops.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/util/error.h"
+#include "models/layer_norm_call.h"
 
 namespace deepshard::models {
 namespace {
@@ -27,7 +30,10 @@ torch::nn::LayerNorm layer_norm(int64_t n_embd) {
 }  // namespace
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& config)
-    : n_head_(config.n_head), n_embd_(config.n_embd), dropout_(config.dropout) {
+    : n_head_(config.n_head),
+      n_embd_(config.n_embd),
+      dropout_(config.dropout),
+      fused_(config.fused_kernels) {
   DS_CHECK(config.n_head > 0 && config.n_embd % config.n_head == 0, Error, "GPT config: n_embd ",
            config.n_embd, " is not a multiple of n_head ", config.n_head);
   c_attn = register_module("c_attn", linear(n_embd_, 3 * n_embd_, config.bias));
@@ -42,27 +48,40 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
     return t.view({batch, seq, n_head_, head_size}).transpose(1, 2);
   };
   const at::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  // Additive causal mask [T, T]: 0 on and below the diagonal, -inf above; device and dtype of x.
-  const at::Tensor mask =
-      torch::full({seq, seq}, -std::numeric_limits<double>::infinity(), x.options()).triu(1);
-  at::Tensor att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_size)));
-  att = torch::softmax(att + mask, /*dim=*/-1);
+  const double scale = 1.0 / std::sqrt(double(head_size));
+  at::Tensor att = torch::matmul(q, k.transpose(-2, -1));
+  if (fused_) {
+    att = kernels::causal_softmax(att, scale);  // scale, mask and softmax in one pass
+  } else {
+    // Additive causal mask [T, T]: 0 on and below the diagonal, -inf above; device and dtype of x.
+    const at::Tensor mask =
+        torch::full({seq, seq}, -std::numeric_limits<double>::infinity(), x.options()).triu(1);
+    att = torch::softmax(att * scale + mask, /*dim=*/-1);
+  }
   att = torch::dropout(att, dropout_, is_training());
   const at::Tensor y =
       torch::matmul(att, v).transpose(1, 2).contiguous().view({batch, seq, n_embd_});
   return torch::dropout(c_proj(y), dropout_, is_training());
 }
 
-MlpImpl::MlpImpl(const GptConfig& config) : dropout_(config.dropout) {
+MlpImpl::MlpImpl(const GptConfig& config)
+    : dropout_(config.dropout), fused_(config.fused_kernels) {
   c_fc = register_module("c_fc", linear(config.n_embd, 4 * config.n_embd, config.bias));
   c_proj = register_module("c_proj", linear(4 * config.n_embd, config.n_embd, config.bias));
 }
 
 at::Tensor MlpImpl::forward(const at::Tensor& x) {
-  return torch::dropout(c_proj(torch::gelu(c_fc(x), "tanh")), dropout_, is_training());
+  const at::Tensor h = c_fc(x);
+  return torch::dropout(c_proj(fused_ ? kernels::gelu_tanh(h) : torch::gelu(h, "tanh")), dropout_,
+                        is_training());
 }
 
-BlockImpl::BlockImpl(const GptConfig& config) {
+at::Tensor apply_layer_norm(torch::nn::LayerNorm& ln, const at::Tensor& x, bool fused) {
+  if (!fused) return ln(x);
+  return kernels::layer_norm(x, ln->weight, ln->bias, ln->options.eps());
+}
+
+BlockImpl::BlockImpl(const GptConfig& config) : fused_(config.fused_kernels) {
   ln_1 = register_module("ln_1", layer_norm(config.n_embd));
   attn = register_module("attn", CausalSelfAttention(config));
   ln_2 = register_module("ln_2", layer_norm(config.n_embd));
@@ -76,8 +95,8 @@ at::Tensor BlockImpl::forward(const at::Tensor& x) {
 }
 
 at::Tensor BlockImpl::forward_region(const at::Tensor& x) {
-  const at::Tensor h = x + attn(ln_1(x));
-  return h + mlp(ln_2(h));
+  const at::Tensor h = x + attn(apply_layer_norm(ln_1, x, fused_));
+  return h + mlp(apply_layer_norm(ln_2, h, fused_));
 }
 
 }  // namespace deepshard::models

@@ -21,12 +21,18 @@ StepRecord train_one_step(TrainingRun& run, int64_t step) {
   for (int64_t micro = 0; micro < ds.gradient_accumulation_steps; ++micro) {
     auto batch = run.data.sampler->batch(step, micro);
     run.monitors->before_forward(step, micro);
+    auto t = Clock::now();
     auto loss =
         run.activations->forward([&] { return run.model->loss(batch.inputs, batch.targets); });
+    r.forward_s += seconds_since(t);
     run.monitors->after_forward();
+    t = Clock::now();
     run.engine->backward(loss);
+    r.backward_s += seconds_since(t);
     run.monitors->after_backward();
+    t = Clock::now();
     r.result = run.engine->step();
+    r.optimizer_s += seconds_since(t);
     run.monitors->after_micro_step();
     loss_sum += loss.item<double>();
   }

@@ -16,12 +16,14 @@ models::GptConfig gpt_config(const config::ModelConfig& m) {
   c.vocab_size = m.vocab_size;
   c.dropout = m.dropout;
   c.bias = m.bias;
+  c.fused_kernels = m.fused_kernels;
   return c;
 }
 
 std::vector<std::unique_ptr<StepHook>> make_step_hooks(const TrainingRun& run) {
   std::vector<std::unique_ptr<StepHook>> hooks;
   hooks.push_back(make_throughput_hook(run));  // first: its comm snapshot closes the step
+  hooks.push_back(make_wall_clock_hook(run));  // after throughput: reads the step's comm wait
   hooks.push_back(make_memory_profile_hook());
   hooks.push_back(make_evaluation_hook());
   hooks.push_back(make_progress_hook());

@@ -80,6 +80,8 @@ struct StepRecord {
   bool stop = false;   // a rank was asked to stop (signal)
   zero::StepResult result;
   double step_time = 0.0;     // seconds, this rank
+  // This rank's wall time of the step's forward passes, backward passes and engine steps.
+  double forward_s = 0.0, backward_s = 0.0, optimizer_s = 0.0;
   double tokens_per_s = 0.0;  // global batch tokens / step_time
   double val_loss = -1.0;     // set by the evaluation hook when it evaluated, else -1
   nlohmann::json metrics;     // the metrics.jsonl record; hooks add their fields
@@ -112,6 +114,7 @@ StepRecord train_one_step(TrainingRun& run, int64_t step);
 // The hooks, in the order they run after each step.
 std::vector<std::unique_ptr<StepHook>> make_step_hooks(const TrainingRun& run);
 std::unique_ptr<StepHook> make_throughput_hook(const TrainingRun& run);  // throughput.cpp
+std::unique_ptr<StepHook> make_wall_clock_hook(const TrainingRun& run);  // wall_clock_hook.cpp
 std::unique_ptr<StepHook> make_memory_profile_hook();                    // memory_profile_hook.cpp
 std::unique_ptr<StepHook> make_evaluation_hook();                        // evaluation.cpp
 std::unique_ptr<StepHook> make_progress_hook();                          // progress.cpp

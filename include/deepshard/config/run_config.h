@@ -21,6 +21,7 @@ struct ModelConfig {
   int64_t vocab_size = 256;  // byte-level tokenizer
   double dropout = 0.0;
   bool bias = true;
+  bool fused_kernels = true;  // fused CPU kernels (GELU, causal softmax, loss); false: libtorch ops
   std::string init_from;  // safetensors weights to start from ("" = fresh GPT-2 init)
 };
 

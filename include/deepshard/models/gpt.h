@@ -29,6 +29,9 @@ struct GptConfig {
   int64_t vocab_size = 256;
   double dropout = 0.0;
   bool bias = true;
+  // Fused CPU kernels (kernels/fused_ops.h) for layer norm, GELU, the causal softmax and the loss;
+  // false runs the libtorch sequences they replace (same results within rounding).
+  bool fused_kernels = true;
 };
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
@@ -40,6 +43,7 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
  private:
   int64_t n_head_, n_embd_;
   double dropout_;
+  bool fused_;
 };
 TORCH_MODULE(CausalSelfAttention);
 
@@ -51,6 +55,7 @@ class MlpImpl : public torch::nn::Module {
 
  private:
   double dropout_;
+  bool fused_;
 };
 TORCH_MODULE(Mlp);
 
@@ -63,6 +68,9 @@ class BlockImpl : public torch::nn::Module {
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
   Mlp mlp{nullptr};
+
+ private:
+  bool fused_;
 };
 TORCH_MODULE(Block);
 

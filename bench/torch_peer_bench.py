@@ -1,0 +1,283 @@
+#!/usr/bin/python3
+"""Peer benchmark: PyTorch's own DDP and DDP + ZeroRedundancyOptimizer (ZeRO-1) on CPU + gloo.
+
+Derived from the project's peer study (torch_peer_bench.py of the deepshard workspace's
+shared/peers folder, 2026-11-22: model, data and rank harness are that program's); changed here so
+that the workload is the one `deepshard train` runs in scripts/bench_peers.sh: GPT-2's tanh GELU
+(--gelu; the study used erf), DeepSpeed's WarmupCosineLR schedule and gradient clipping
+(--clip), AdamW (weight decay on matrices, as deepshard), any GPT shape (the
+`small` preset: --n-layer 6 --n-head 6 --n-embd 384 --block 256), one result line per run. FSDP
+modes are gone (FSDP cannot run on CPU in torch 1.13).
+
+Run with Debian's /usr/bin/python3 and python3-torch (torch 1.13.1). Reports global tokens/s at
+the median step time after --warmup steps (per step the slowest rank; a step is forward, loss,
+backward, clipping, optimizer step, as deepshard's step_time_s).
+
+  /usr/bin/python3 bench/torch_peer_bench.py --mode ddp --world 2 --batch 8 --dtype bf16
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mode", default="ddp", choices=["single", "ddp", "zero1"])
+    p.add_argument("--world", type=int, default=2)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5, help="steps excluded from the median")
+    p.add_argument("--batch", type=int, default=8, help="sequences per rank per step")
+    p.add_argument("--block", type=int, default=128)
+    p.add_argument("--n-layer", type=int, default=4)
+    p.add_argument("--n-head", type=int, default=4)
+    p.add_argument("--n-embd", type=int, default=256)
+    p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--lr-warmup-steps", type=int, default=20, help="WarmupCosineLR warmup_num_steps")
+    p.add_argument("--cos-min-ratio", type=float, default=0.1)
+    p.add_argument("--clip", type=float, default=1.0, help="gradient clipping (0: off)")
+    p.add_argument("--gelu", default="tanh", choices=["tanh", "erf"])
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"],
+                   help="bf16 = torch.autocast('cpu', bfloat16) with fp32 master weights/grads")
+    p.add_argument("--threads", type=int, default=0, help="intra-op threads per rank; 0 = cores // world")
+    p.add_argument("--data", default="random", help="random | PATH (raw bytes)")
+    p.add_argument("--port", type=int, default=0)
+    a = p.parse_args(argv)
+    if a.mode == "single":
+        a.world = 1
+    return a
+
+
+ARGS = parse_args()
+# Before libopenblas/libgomp load (i.e. before `import torch`); spawned ranks inherit it. These are
+# the values `deepshard launch` gives its ranks (design.md's traps).
+if ARGS.threads <= 0:
+    ARGS.threads = max(1, (os.cpu_count() or 1) // max(1, ARGS.world))
+os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.threads)
+os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
+
+
+def build_model(a):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d = a.n_embd
+            self.ln1 = nn.LayerNorm(d)
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.ln2 = nn.LayerNorm(d)
+            self.fc = nn.Linear(d, 4 * d)
+            self.fc2 = nn.Linear(4 * d, d)
+            # additive causal mask as a plain attribute, not a buffer: DDP broadcasts buffers every
+            # forward, and gloo (1.13) rejects bool tensors ("Invalid scalar type")
+            self.causal = torch.triu(torch.full((a.block, a.block), float("-inf")), diagonal=1)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            h = a.n_head
+            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+            q = q.view(B, T, h, C // h).transpose(1, 2)
+            k = k.view(B, T, h, C // h).transpose(1, 2)
+            v = v.view(B, T, h, C // h).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // h))
+            att = att + self.causal[:T, :T]
+            att = F.softmax(att.float(), dim=-1).to(v.dtype)
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            x = x + self.proj(y)
+            x = x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate=("tanh" if a.gelu == "tanh" else "none")))
+            return x
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(a.vocab, a.n_embd)
+            self.wpe = nn.Embedding(a.block, a.n_embd)
+            self.blocks = nn.ModuleList([Block() for _ in range(a.n_layer)])
+            self.ln_f = nn.LayerNorm(a.n_embd)
+            self.head = nn.Linear(a.n_embd, a.vocab, bias=False)
+            self.head.weight = self.wte.weight  # GPT-2 weight tying
+            self.apply(self._init)
+
+        @staticmethod
+        def _init(m):
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, mean=0.0, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+        def forward(self, idx):
+            T = idx.shape[1]
+            pos = torch.arange(T, device=idx.device)
+            x = self.wte(idx) + self.wpe(pos)
+            for b in self.blocks:
+                x = b(x)
+            return self.head(self.ln_f(x))
+
+    return GPT()
+
+
+def get_batch(a, corpus, step, lo, hi, global_batch):
+    """Samples [lo, hi) of the global batch for `step` -- identical no matter how it is split."""
+    import torch
+    g = torch.Generator().manual_seed(a.seed * 1000003 + step)
+    if corpus is None:
+        toks = torch.randint(0, a.vocab, (global_batch, a.block + 1), generator=g)[lo:hi]
+    else:
+        offs = torch.randint(0, corpus.numel() - a.block - 1, (global_batch,), generator=g)[lo:hi]
+        toks = torch.stack([corpus[o: o + a.block + 1] for o in offs.tolist()])
+    return toks[:, :-1].contiguous(), toks[:, 1:].contiguous()
+
+
+def warmup_cosine(a, step):
+    """DeepSpeed's WarmupCosineLR (linear warmup) as a factor of the base lr, total = --steps."""
+    if step < a.lr_warmup_steps:
+        return (step + 1) / a.lr_warmup_steps
+    progress = (step - a.lr_warmup_steps) / max(1, a.steps - a.lr_warmup_steps)
+    return a.cos_min_ratio + (1 - a.cos_min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def set_threads(n):
+    import ctypes
+    import torch
+    torch.set_num_threads(n)
+    try:  # the OpenBLAS pthread build ignores torch.set_num_threads
+        ctypes.CDLL("libopenblas.so.0").openblas_set_num_threads(n)
+    except OSError:
+        pass
+
+
+def openblas_core():
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        return lib.openblas_get_corename().decode()
+    except OSError:
+        return None
+
+
+def run_rank(rank, world, a, port, q):
+    import torch
+    import torch.nn.functional as F
+    set_threads(a.threads)
+    if world > 1:
+        import torch.distributed as dist
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(a.seed)
+        model = build_model(a)
+        params = list(model.parameters())
+        if a.mode in ("ddp", "zero1"):
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            model = DDP(model)
+        # weight decay on matrices only, as deepshard's engines apply it
+        decay = [p for p in params if p.dim() >= 2]
+        no_decay = [p for p in params if p.dim() < 2]
+        if a.mode == "zero1":
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+            opt = ZeroRedundancyOptimizer(decay, optimizer_class=torch.optim.AdamW, lr=a.lr,
+                                          betas=(0.9, 0.95), eps=1e-8, weight_decay=a.weight_decay)
+            opt.add_param_group({"params": no_decay, "weight_decay": 0.0})
+        else:
+            opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                                     {"params": no_decay, "weight_decay": 0.0}],
+                                    lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+        corpus = None
+        if a.data != "random":
+            with open(a.data, "rb") as fh:
+                corpus = torch.frombuffer(bytearray(fh.read()), dtype=torch.uint8).long()
+        global_batch = a.batch * world
+        lo, hi = rank * a.batch, (rank + 1) * a.batch
+        times, losses = [], []
+        for step in range(a.steps):
+            x, y = get_batch(a, corpus, step, lo, hi, global_batch)
+            t0 = time.perf_counter()
+            for group in opt.param_groups:
+                group["lr"] = a.lr * warmup_cosine(a, step)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=(a.dtype == "bf16")):
+                logits = model(x)
+            loss = F.cross_entropy(logits.float().view(-1, a.vocab), y.view(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if a.clip > 0:
+                torch.nn.utils.clip_grad_norm_(params, a.clip)
+            opt.step()
+            losses.append(loss.item())
+            times.append(time.perf_counter() - t0)
+        q.put(("ok", {"rank": rank, "times": times, "losses": losses,
+                      "n_params": sum(p.numel() for p in params), "openblas_core": openblas_core()}))
+    except Exception as e:  # report; the partner may hang in a collective -> the parent kills it
+        q.put(("err", {"rank": rank, "error": f"{type(e).__name__}: {e}"}))
+
+
+def median(xs):
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def main():
+    a = ARGS
+    import torch
+    import torch.multiprocessing as mp
+    world = a.world
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    if world == 1:
+        run_rank(0, 1, a, 0, q)
+        results = [q.get()]
+    else:
+        port = a.port
+        if not port:
+            import socket
+            s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+        procs = [ctx.Process(target=run_rank, args=(r, world, a, port, q)) for r in range(world)]
+        for p in procs:
+            p.start()
+        results = []
+        deadline = time.time() + 1800
+        while len(results) < world and time.time() < deadline:
+            try:
+                results.append(q.get(timeout=5))
+            except Exception:
+                if any(p.exitcode not in (None, 0) for p in procs):
+                    break
+            if any(k == "err" for k, _ in results):
+                break
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    errs = [r for k, r in results if k == "err"]
+    oks = sorted([r for k, r in results if k == "ok"], key=lambda r: r["rank"])
+    out = {"mode": a.mode, "dtype": a.dtype, "world": world, "threads": a.threads, "batch_per_rank": a.batch,
+           "block": a.block, "steps": a.steps, "warmup": a.warmup, "torch": torch.__version__}
+    if errs or len(oks) < world:
+        out.update(status="FAIL", error=errs[0]["error"] if errs else "no result (crash/hang)")
+        print("RESULT " + json.dumps(out), flush=True)
+        sys.exit(1)
+    w = a.warmup if a.steps > a.warmup else 0
+    step_t = [max(r["times"][i] for r in oks) for i in range(a.steps)]  # slowest rank per step
+    med = median(step_t[w:])
+    out.update(status="OK", tokens_per_s=world * a.batch * a.block / med, step_ms_median=med * 1e3,
+               loss_first=sum(r["losses"][0] for r in oks) / world,
+               loss_final=sum(r["losses"][-1] for r in oks) / world,
+               n_params=oks[0]["n_params"], openblas_core=oks[0]["openblas_core"])
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()

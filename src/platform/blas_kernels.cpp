@@ -1,0 +1,211 @@
+// Choosing and checking OpenBLAS's kernels (blas_kernels.h).
+#include "deepshard/platform/blas_kernels.h"
+
+#include <dlfcn.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "deepshard/util/error.h"
+
+namespace deepshard::platform {
+namespace {
+
+const char* env_or_null(const char* name) { return std::getenv(name); }
+
+// The Fortran BLAS entry points libtorch calls (column-major).
+using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*,
+                         const float*, const float*, const int*, const float*, const int*,
+                         const float*, float*, const int*);
+using SgemvFn = void (*)(const char*, const int*, const int*, const float*, const float*,
+                         const int*, const float*, const int*, const float*, float*, const int*);
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = static_cast<float>(static_cast<int32_t>(seed >> 8) % 2001) / 1000.0f - 1.0f;
+  }
+  return v;
+}
+
+// C = A·B with A m×k (or its transpose stored k×m), B k×n (or n×k), column-major; checks every
+// element against a double sum within 1e-4 of sum |a||b| (wrong kernels are far off).
+bool check_sgemm(SgemmFn sgemm, int m, int n, int k, bool ta, bool tb, std::string* detail) {
+  const int lda = ta ? k : m, ldb = tb ? n : k, ldc = m;
+  const auto a = random_values(size_t(lda) * (ta ? m : k), 1u + m * 7u + k);
+  const auto b = random_values(size_t(ldb) * (tb ? k : n), 2u + n * 13u + k);
+  std::vector<float> c(size_t(ldc) * n, 0.5f);
+  const float alpha = 1.0f, beta = 0.0f;
+  sgemm(ta ? "T" : "N", tb ? "T" : "N", &m, &n, &k, &alpha, a.data(), &lda, b.data(), &ldb, &beta,
+        c.data(), &ldc);
+  for (int j = 0; j < n; ++j) {
+    for (int i = 0; i < m; ++i) {
+      double sum = 0, scale = 0;
+      for (int p = 0; p < k; ++p) {
+        const double x = ta ? a[size_t(i) * lda + p] : a[size_t(p) * lda + i];
+        const double y = tb ? b[size_t(p) * ldb + j] : b[size_t(j) * ldb + p];
+        sum += x * y;
+        scale += std::fabs(x * y);
+      }
+      const double got = c[size_t(j) * ldc + i];
+      if (!(std::fabs(got - sum) <= 1e-4 * scale + 1e-6)) {
+        *detail = detail::concat("sgemm ", ta ? 'T' : 'N', tb ? 'T' : 'N', " m=", m, " n=", n,
+                                 " k=", k, ": C[", i, ",", j, "] = ", got, ", expected ", sum);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool check_sgemv(SgemvFn sgemv, int m, int n, bool trans, std::string* detail) {
+  const auto a = random_values(size_t(m) * n, 3u + m);
+  const int len_x = trans ? m : n, len_y = trans ? n : m, inc = 1;
+  const auto x = random_values(size_t(len_x), 4u + n);
+  std::vector<float> y(size_t(len_y), 0.5f);
+  const float alpha = 1.0f, beta = 0.0f;
+  sgemv(trans ? "T" : "N", &m, &n, &alpha, a.data(), &m, x.data(), &inc, &beta, y.data(), &inc);
+  for (int i = 0; i < len_y; ++i) {
+    double sum = 0, scale = 0;
+    for (int p = 0; p < len_x; ++p) {
+      const double v = trans ? a[size_t(i) * m + p] * double(x[p]) : a[size_t(p) * m + i] * double(x[p]);
+      sum += v;
+      scale += std::fabs(v);
+    }
+    if (!(std::fabs(y[i] - sum) <= 1e-4 * scale + 1e-6)) {
+      *detail = detail::concat("sgemv ", trans ? 'T' : 'N', " m=", m, " n=", n, ": y[", i,
+                               "] = ", y[i], ", expected ", sum);
+      return false;
+    }
+  }
+  return true;
+}
+
+[[noreturn]] void reexec(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execv("/proc/self/exe", args.data());
+  throw Error(detail::concat("could not re-execute ", argv.empty() ? "" : argv[0],
+                             " with the BLAS settings: ", std::strerror(errno)));
+}
+
+}  // namespace
+
+std::string openblas_corename() {
+  using Fn = char* (*)();
+  auto fn = reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (fn == nullptr) return "";
+  const char* name = fn();
+  return name ? name : "";
+}
+
+bool is_generic_openblas_core(const std::string& core) {
+  // OpenBLAS's x86-64 cores without AVX2 kernels (driver/others/dynamic.c corename table).
+  static const char* const kGeneric[] = {
+      "Unknown", "Katmai",   "Coppermine", "Northwood", "Prescott", "Banias",    "Atom",
+      "Core2",   "Penryn",   "Dunnington", "Nehalem",   "Opteron",  "Opteron_SSE3",
+      "Barcelona", "Nano", "Sandybridge", "Bobcat", "Bulldozer", "Piledriver", "Steamroller",
+      "Excavator"};
+  for (const char* g : kGeneric) {
+    if (strcasecmp(core.c_str(), g) == 0) return true;
+  }
+  return false;
+}
+
+std::string matching_openblas_coretype(const CpuInfo& cpu) {
+  if (cpu.avx512) return "SkylakeX";
+  if (cpu.avx2) return "Haswell";
+  return "";
+}
+
+BlasChoice choose_openblas_coretype(const std::string& detected_core, const CpuInfo& cpu,
+                                    const char* env_coretype, const char* auto_marker) {
+  BlasChoice c;
+  c.detected_core = detected_core;
+  c.env_coretype = env_coretype ? env_coretype : "";
+  const std::string marker = auto_marker ? auto_marker : "";
+  if (!c.env_coretype.empty()) {
+    c.user_set = marker != c.env_coretype;
+    c.reason = c.user_set ? "OPENBLAS_CORETYPE=" + c.env_coretype + " set in the environment (kept)"
+                          : "OPENBLAS_CORETYPE=" + c.env_coretype +
+                                " chosen by deepshard (OpenBLAS detected a generic core)";
+    return c;
+  }
+  if (marker.rfind("rejected:", 0) == 0) {
+    c.reason = "OpenBLAS core " + detected_core + " (OPENBLAS_CORETYPE=" + marker.substr(9) +
+               " failed the numeric check and was dropped)";
+    return c;
+  }
+  if (detected_core.empty()) {
+    c.reason = "no OpenBLAS loaded";
+    return c;
+  }
+  const std::string better = matching_openblas_coretype(cpu);
+  if (is_generic_openblas_core(detected_core) && !better.empty()) {
+    c.coretype_to_set = better;
+    c.reason = "OpenBLAS fell back to its generic core " + detected_core + " on a CPU with " +
+               cpu.isa() + ": ranks run with OPENBLAS_CORETYPE=" + better;
+    return c;
+  }
+  c.reason = "OpenBLAS core " + detected_core + " (detected by OpenBLAS)";
+  return c;
+}
+
+BlasChoice current_blas_choice() {
+  return choose_openblas_coretype(openblas_corename(), detect_cpu(),
+                                  env_or_null("OPENBLAS_CORETYPE"), env_or_null(kAutoCoretypeVar));
+}
+
+std::map<std::string, std::string> blas_env_for_ranks(const BlasChoice& choice) {
+  if (choice.coretype_to_set.empty()) return {};
+  return {{"OPENBLAS_CORETYPE", choice.coretype_to_set},
+          {kAutoCoretypeVar, choice.coretype_to_set}};
+}
+
+bool blas_numerically_correct(std::string* detail) {
+  auto sgemm = reinterpret_cast<SgemmFn>(::dlsym(RTLD_DEFAULT, "sgemm_"));
+  auto sgemv = reinterpret_cast<SgemvFn>(::dlsym(RTLD_DEFAULT, "sgemv_"));
+  if (sgemm == nullptr || sgemv == nullptr) {
+    *detail = "no sgemm_/sgemv_ in this process";
+    return false;
+  }
+  struct Case { int m, n, k; bool ta, tb; };
+  static const Case kCases[] = {{1, 1, 1, false, false},    {7, 13, 5, false, false},
+                                {64, 64, 64, false, true},  {67, 45, 129, true, false},
+                                {128, 96, 256, false, false}, {33, 257, 70, true, true},
+                                {256, 16, 384, false, true}};
+  for (const auto& c : kCases) {
+    if (!check_sgemm(sgemm, c.m, c.n, c.k, c.ta, c.tb, detail)) return false;
+  }
+  return check_sgemv(sgemv, 100, 77, false, detail) && check_sgemv(sgemv, 65, 130, true, detail);
+}
+
+std::string ensure_blas_kernels(const std::vector<std::string>& argv) {
+  const BlasChoice choice = current_blas_choice();
+  if (!choice.coretype_to_set.empty()) {
+    for (const auto& [name, value] : blas_env_for_ranks(choice)) ::setenv(name.c_str(), value.c_str(), 1);
+    reexec(argv);
+  }
+  if (!choice.env_coretype.empty() && !choice.user_set) {
+    std::string detail;
+    if (!blas_numerically_correct(&detail)) {
+      ::setenv(kAutoCoretypeVar, ("rejected:" + choice.env_coretype).c_str(), 1);
+      ::unsetenv("OPENBLAS_CORETYPE");
+      std::fprintf(stderr, "deepshard: warning: OPENBLAS_CORETYPE=%s gives wrong results (%s); "
+                   "running with OpenBLAS's own choice\n", choice.env_coretype.c_str(), detail.c_str());
+      reexec(argv);
+    }
+    return choice.reason + ", verified numerically";
+  }
+  return choice.reason;
+}
+
+}  // namespace deepshard::platform

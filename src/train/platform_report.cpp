@@ -1,0 +1,27 @@
+// summary.json's "platform" section (platform_report.h).
+#include "train/platform_report.h"
+
+#include <ATen/Parallel.h>
+
+#include <cstdlib>
+
+#include "deepshard/platform/blas_kernels.h"
+#include "deepshard/platform/cpu_info.h"
+#include "deepshard/train/matmul_peak.h"
+
+namespace deepshard::train {
+
+nlohmann::json platform_json() {
+  const auto cpu = platform::detect_cpu();
+  const auto blas = platform::current_blas_choice();
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  return {{"cpu", cpu.model_name},
+          {"isa", cpu.isa()},
+          {"openblas_core", blas.detected_core},
+          {"openblas_coretype", coretype ? coretype : ""},
+          {"blas", blas.reason},
+          {"intra_op_threads", at::get_num_threads()},
+          {"onednn", onednn_version()}};
+}
+
+}  // namespace deepshard::train

@@ -1,0 +1,11 @@
+// What summary.json says about the machine a run used: CPU, ISA, the OpenBLAS core and the
+// OPENBLAS_CORETYPE the rank ran with, intra-op threads.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+namespace deepshard::train {
+
+nlohmann::json platform_json();
+
+}  // namespace deepshard::train
