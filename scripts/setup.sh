@@ -8,7 +8,8 @@ packages=(build-essential cmake ninja-build ccache git pkg-config
           libtorch-dev libgloo-dev libopenblas0-pthread nlohmann-json3-dev
           libgtest-dev libgmock-dev libbenchmark-dev libaio-dev
           libprotobuf-dev protobuf-compiler
-          chromium)  # chromium: the browser test of `deepshard report` (tests/cli/report_test.cpp)
+          chromium      # the browser test of `deepshard report` (tests/cli/report_test.cpp)
+          openmpi-bin slurm-wlm)  # the real mpirun/srun tests (tests/train/multinode_test.cpp)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

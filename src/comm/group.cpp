@@ -2,12 +2,12 @@
 // (every message names the rank, the op, the size and the dtype), empty tensors, timing and the
 // comm log. How the bytes move is the transport's (transport.h, docs/comm.md).
 #include "deepshard/comm/group.h"
-#include "deepshard/comm/transport_options.h"
 
 #include <ATen/ATen.h>
 
 #include "comm/transport.h"
 #include "comm/work_impl.h"
+#include "deepshard/comm/transport_options.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
 
@@ -34,8 +34,9 @@ bool gloo_moves(at::ScalarType t) {
 
 class FlatGroup : public Group {
  public:
-  FlatGroup(const RendezvousInfo& info, std::unique_ptr<Transport> transport)
-      : info_(info), transport_(std::move(transport)) {}
+  FlatGroup(const RendezvousInfo& info, std::unique_ptr<Transport> transport,
+            std::unique_ptr<JobStore> job = nullptr)
+      : info_(info), job_(std::move(job)), transport_(std::move(transport)) {}
 
   int rank() const override { return info_.rank; }
   int size() const override { return info_.world_size; }
@@ -126,6 +127,7 @@ class FlatGroup : public Group {
   }
 
   RendezvousInfo info_;
+  std::unique_ptr<JobStore> job_;  // outlives the transport (null for one rank)
   std::unique_ptr<Transport> transport_;
   CommLog log_;
 };
@@ -166,24 +168,27 @@ std::unique_ptr<Group> Group::create(const RendezvousInfo& info,
 std::unique_ptr<Group> create_group(const RendezvousInfo& info, const GroupOptions& options) {
   DS_CHECK(info.world_size >= 1 && info.rank >= 0 && info.rank < info.world_size, CommError,
            "Group::create: rank ", info.rank, " is not in a world of ", info.world_size);
-  DS_CHECK(options.timeout.count() > 0, CommError,
-           "Group::create: timeout must be positive, got ", options.timeout.count(), " ms");
+  DS_CHECK(options.timeout.count() > 0, CommError, "Group::create: timeout must be positive, got ",
+           options.timeout.count(), " ms");
   if (info.world_size == 1) return std::make_unique<FlatGroup>(info, make_local_transport());
   const bool one_host = info.local_world_size == info.world_size;
   DS_CHECK(one_host || options.transport != TransportKind::kShm, CommError, "rank ", info.rank,
            ": comm.transport \"shm\" needs every rank on one host, but this job has ",
            info.local_world_size, " of its ", info.world_size,
            " ranks per host (use \"auto\" or \"gloo\")");
-  auto store = connect_store(info, options.timeout);
+  auto job = connect_store(info, options.timeout);
+  const auto store = job->store();
   if (one_host && options.transport != TransportKind::kGloo) {
     try {
-      return std::make_unique<FlatGroup>(info, make_shm_transport(info, store, options.timeout));
+      return std::make_unique<FlatGroup>(info, make_shm_transport(info, store, options.timeout),
+                                         std::move(job));
     } catch (const ShmUnavailable& e) {
       if (options.transport == TransportKind::kShm) throw;
       log::warn("shared-memory transport unavailable, using Gloo: ", e.what());
     }
   }
-  return std::make_unique<FlatGroup>(info, make_gloo_transport(info, store, options.timeout));
+  auto transport = make_gloo_transport(info, store, options.timeout);
+  return std::make_unique<FlatGroup>(info, std::move(transport), std::move(job));
 }
 
 }  // namespace deepshard::comm

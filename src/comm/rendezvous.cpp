@@ -126,6 +126,20 @@ void read_store_address(RendezvousInfo& info) {
            "rendezvous: MASTER_PORT=", info.master_port, " must be in [1, 65535]");
 }
 
+// DEEPSHARD_JOB_TOKEN; else what tells this job from another one on the same host and port
+// under mpirun (its job id) or srun (job and step ids).
+std::string job_token(const std::string& source) {
+  if (auto token = env("DEEPSHARD_JOB_TOKEN")) return *token;
+  if (source == "openmpi") {
+    if (auto id = env("OMPI_MCA_ess_base_jobid")) return "openmpi:" + *id;
+  }
+  if (source == "slurm") {
+    if (auto id = env("SLURM_JOB_ID"))
+      return "slurm:" + *id + "." + env("SLURM_STEP_ID").value_or("");
+  }
+  return "";
+}
+
 }  // namespace
 
 RendezvousInfo rendezvous_from_env() {
@@ -140,6 +154,7 @@ RendezvousInfo rendezvous_from_env() {
   if (convention == nullptr) return RendezvousInfo{};
   RendezvousInfo info = read_ranks(*convention);
   read_store_address(info);
+  info.job_token = job_token(info.source);
   return info;
 }
 

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "comm/job_status.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::comm {
@@ -57,8 +58,8 @@ void ShmBarrier::check_aborted() const {
   int32_t by = header_.aborted_by.load(std::memory_order_acquire);
   while (by == kWriting) by = header_.aborted_by.load(std::memory_order_acquire);
   if (by < 0) return;
-  throw CommError(detail::concat("rank ", by, " gave up on the shared-memory transport: ",
-                                 header_.abort_reason));
+  throw CommError(detail::concat(
+      "rank ", by, " gave up on the shared-memory transport: ", header_.abort_reason));
 }
 
 void ShmBarrier::abort(const std::string& reason) {
@@ -94,6 +95,13 @@ void ShmBarrier::arrive_and_wait() {
     const uint32_t seen = header_.wake.load(std::memory_order_acquire);
     if (all_arrived()) return;
     check_aborted();
+    // The job's store says a rank was lost (job_status.h): the most direct reason, at once.
+    if (const std::string lost = job_lost_reason(std::chrono::milliseconds(0)); !lost.empty()) {
+      const std::string reason = detail::concat("the job stops: ", lost, " (rank ", rank_,
+                                                " waited at shared-memory barrier ", target, ")");
+      abort(reason);
+      throw CommError(reason);
+    }
     const auto now = Clock::now();
     if (now >= next_liveness_check) {
       next_liveness_check = now + std::chrono::milliseconds(100);
@@ -102,8 +110,7 @@ void ShmBarrier::arrive_and_wait() {
         if (header_.ranks[r].arrived.load(std::memory_order_acquire) >= target || alive(pid)) {
           continue;
         }
-        std::string reason = detail::concat("rank ", r, " (pid ", pid,
-                                            ") died while rank ", rank_,
+        std::string reason = detail::concat("rank ", r, " (pid ", pid, ") died while rank ", rank_,
                                             " waited for it at shared-memory barrier ", target);
         abort(reason);
         throw CommError(reason);

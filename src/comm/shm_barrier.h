@@ -3,6 +3,7 @@
 // briefly, then sleeps on a futex in the segment (woken at every arrival) in slices of at most
 // 20 ms, checking between slices:
 //  - the abort record: a rank that gave up wrote why; the others fail at once, quoting it;
+//  - the job's store (job_status.h): a rank reported lost fails every waiter at once, naming it;
 //  - whether the ranks not yet arrived are still alive (kill(pid, 0)): a dead rank fails the
 //    others at once, naming it and its pid;
 //  - the timeout (the group's): the wait fails naming the ranks that did not arrive.

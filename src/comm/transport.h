@@ -25,7 +25,7 @@ class Transport {
  public:
   using Handle = c10::intrusive_ptr<c10d::Work>;
   struct Started {
-    Handle handle;                // null: finished at issue
+    Handle handle;                 // null: finished at issue
     std::function<void()> finish;  // run by Work::wait() after the transfer (may be empty)
   };
   virtual ~Transport() = default;
@@ -41,10 +41,37 @@ class Transport {
 // World size 1: no network; all-to-all is a copy, the rest complete at once.
 std::unique_ptr<Transport> make_local_transport();
 
-// The job's store: rank 0 hosts a c10d TCPStore at info.master_addr:master_port, every rank
-// connects. Throws CommError naming address, port, rank and timeout when that fails.
-c10::intrusive_ptr<c10d::Store> connect_store(const RendezvousInfo& info,
-                                              std::chrono::milliseconds timeout);
+class StoreServer;
+class JobWatch;
+
+// This rank's part in the job's store (store.cpp): rank 0 hosts the store (store_server.h: it
+// listens on info.master_addr only, admits only info.job_token, and tells every rank at once when
+// one is lost); every rank holds a client connection (the c10d::Store the transports rendezvous
+// through) and a watch connection (job_store.h: a lost rank stops this process, even one blocked
+// in a collective). Destroyed without an exception in flight, the rank leaves the job cleanly
+// (rank 0 keeps the store up until every rank has left, or the timeout); destroyed while an
+// exception unwinds (or not at all: the process died), the others are told this rank was lost.
+// Must outlive the transport.
+class JobStore {
+ public:
+  JobStore(const RendezvousInfo& info, std::chrono::milliseconds timeout);
+  ~JobStore();
+  JobStore(const JobStore&) = delete;
+  JobStore& operator=(const JobStore&) = delete;
+
+  const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
+
+ private:
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<StoreServer> server_;  // rank 0 only
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::unique_ptr<JobWatch> watch_;
+};
+
+// Joins the job's store. Throws CommError naming address, port, rank and timeout when that fails
+// (a port already taken, nothing answering, a refused job token).
+std::unique_ptr<JobStore> connect_store(const RendezvousInfo& info,
+                                        std::chrono::milliseconds timeout);
 
 // The message of `e` (c10 errors without their backtrace).
 std::string exception_text(const std::exception& e);

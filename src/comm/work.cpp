@@ -5,6 +5,7 @@
 // caller of wait() was blocked, transfer and post-processing included.
 #include <c10/util/Exception.h>
 
+#include "comm/job_status.h"
 #include "comm/work_impl.h"
 #include "deepshard/util/log.h"
 
@@ -46,7 +47,10 @@ std::string describe(const OpInfo& info) {
 }
 
 std::string describe_failure(const OpInfo& info, const std::string& reason) {
-  return describe(info) + " failed: " + reason;
+  // A peer's death usually surfaces here first (a reset connection); the store names the rank.
+  const std::string lost = job_lost_reason(std::chrono::milliseconds(1000));
+  const bool named = lost.empty() || reason.find(lost) != std::string::npos;
+  return describe(info) + " failed: " + reason + (named ? "" : "; the job stops: " + lost);
 }
 
 Work::Impl::Impl(OpInfo info, CommLog& log, Clock::time_point start,

@@ -2,6 +2,7 @@
 // batch triple and DeepSpeed's cross-checks; every problem of the file is reported together.
 #include <nlohmann/json.hpp>
 
+#include "config/key_status.h"
 #include "config/sections.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/util/error.h"
@@ -122,6 +123,9 @@ DsConfig parse_ds_config(const nlohmann::json& json, const ResolveContext& conte
   if (batch_readable) resolve_batch(batch, context.dp_world_size, config, diag);
   check_precision_request(context, config, diag);
   check_consistency(config, diag);
+  if (diag.error_count() == 0) {
+    for (const auto& [path, message] : ignored_key_warnings(config)) diag.warn(path, message);
+  }
   return config;
 }
 

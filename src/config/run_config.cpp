@@ -146,6 +146,11 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
   context.origin = origin;
   run.ds = detail::parse_ds_config(json, context, diag, /*run_file=*/true);
   diag.throw_if_errors();
+  // DeepSpeed's steps_per_print sets the progress interval unless train.log_interval is given.
+  const bool log_interval_given =
+      json.contains("train") && json["train"].is_object() && json["train"].contains("log_interval");
+  if (run.ds.steps_per_print && !log_interval_given)
+    run.train.log_interval = *run.ds.steps_per_print;
 
   nlohmann::json resolved = to_json(run.ds);
   detail::Writer writer(resolved);

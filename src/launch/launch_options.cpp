@@ -126,6 +126,10 @@ options:
   --no-thread-env         do not set OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (cores / N) and
                           OMP_WAIT_POLICY=PASSIVE; by default each is set unless already set
   -h, --help              this text
+
+Each job has a token (DEEPSHARD_JOB_TOKEN, random unless set): the ranks present it to the
+rendezvous store, which refuses any other process. With --nnodes > 1 set DEEPSHARD_JOB_TOKEN to the
+same secret on every node. The store listens on --master-addr only (loopback by default).
 )";
 }
 

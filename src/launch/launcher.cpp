@@ -92,6 +92,7 @@ Job::Job(const LaunchOptions& options, int master_port) : options_(options) {
   }
   common["MASTER_ADDR"] = options.master_addr;
   common["MASTER_PORT"] = std::to_string(master_port);
+  common["DEEPSHARD_JOB_TOKEN"] = job_token(options);
   common["WORLD_SIZE"] = std::to_string(n * options.nnodes);
   common["LOCAL_WORLD_SIZE"] = std::to_string(n);
   common["GROUP_RANK"] = std::to_string(options.node_rank);

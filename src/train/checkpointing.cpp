@@ -6,15 +6,18 @@
 
 #include "deepshard/checkpoint/engine_checkpoint.h"
 #include "deepshard/checkpoint/tag_directory.h"
+#include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
+#include "train/data_fingerprint.h"
 #include "train/training_run.h"
 
 namespace deepshard::train {
 namespace {
 
 // Loads the checkpoint train.resume names into the engine; returns the steps already done.
+// `data_path`: the training data, whose fingerprint (data_fingerprint.h) must be the one saved.
 int64_t resume_from(const config::TrainConfig& train, const std::string& checkpoint_dir,
-                    zero::Engine& engine, bool rank0) {
+                    const std::string& data_path, zero::Engine& engine, bool rank0) {
   namespace fs = std::filesystem;
   std::string dir = checkpoint_dir, tag;
   if (train.resume == "auto") {
@@ -34,6 +37,14 @@ int64_t resume_from(const config::TrainConfig& train, const std::string& checkpo
   const zero::LoadedCheckpoint loaded = engine.load_checkpoint(dir, tag);
   const auto client = nlohmann::json::parse(loaded.client_state_json);
   const int64_t step = client.value("step", loaded.global_steps);
+  const std::string saved = client.value("data_train_fingerprint", std::string());
+  if (!saved.empty()) {
+    const std::string now = data_fingerprint(data_path);
+    DS_CHECK(saved == now, Error, "resume: the training data ", data_path, " changed since ",
+             loaded.path, " was saved (", saved, " then, ", now,
+             " now): the resumed run would not see the batches the interrupted one would have; "
+             "restore the file, or start afresh (train.resume \"\")");
+  }
   if (rank0)
     log::info("resumed from ", loaded.path, " (saved by ", loaded.saved_world_size,
               " rank(s) at ZeRO stage ", loaded.saved_stage, ") at step ", step, " in ",
@@ -49,11 +60,12 @@ int64_t directory_bytes(const std::string& dir) {
 }
 
 // The client state saved with each checkpoint: what `generate --checkpoint` and resume read.
-nlohmann::json client_state(const TrainingRun& run, int64_t step) {
+nlohmann::json client_state(const TrainingRun& run, int64_t step, const std::string& fingerprint) {
   const auto& g = run.gpt_cfg;
   return {{"step", step},
           {"seed", run.config.train.seed},
           {"data_train", run.config.data.train},
+          {"data_train_fingerprint", fingerprint},
           {"world_size", run.group.size()},
           {"run_config", nlohmann::json::parse(run.config.resolved_json)},
           {"model",
@@ -79,10 +91,12 @@ class CheckpointHook : public StepHook {
   }
 
  private:
-  static void save(TrainingRun& run, int64_t step) {
+  void save(TrainingRun& run, int64_t step) {
     const std::string tag = "step" + std::to_string(step);
+    if (fingerprint_.empty()) fingerprint_ = data_fingerprint(run.config.data.train);
     const auto s0 = Clock::now();
-    run.engine->save_checkpoint(run.checkpoint_dir, tag, client_state(run, step).dump());
+    run.engine->save_checkpoint(run.checkpoint_dir, tag,
+                                client_state(run, step, fingerprint_).dump());
     if (!run.rank0) return;
     const double seconds = seconds_since(s0);
     const std::string path = checkpoint::tag_path(run.checkpoint_dir, tag);
@@ -90,6 +104,7 @@ class CheckpointHook : public StepHook {
     log::info("saved checkpoint ", path, ": ", mb, " MB in ", seconds, " s (", mb / seconds,
               " MB/s)");
   }
+  std::string fingerprint_;  // of the training data, taken at the first save
 };
 
 }  // namespace
@@ -100,7 +115,8 @@ void resume(TrainingRun& run) {
   run.checkpoint_dir =
       train.checkpoint_dir.empty() ? train.run_dir + "/checkpoints" : train.checkpoint_dir;
   if (!train.resume.empty())
-    run.start_step = resume_from(train, run.checkpoint_dir, *run.engine, run.rank0);
+    run.start_step =
+        resume_from(train, run.checkpoint_dir, run.config.data.train, *run.engine, run.rank0);
 }
 
 std::unique_ptr<StepHook> make_checkpoint_hook() { return std::make_unique<CheckpointHook>(); }

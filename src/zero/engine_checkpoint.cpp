@@ -20,6 +20,7 @@
 #include "zero/engine_base.h"
 #include "zero/grad_compression.h"
 #include "zero/rank_agreement.h"
+#include "zero/tag_validation.h"
 
 namespace deepshard::zero {
 namespace {
@@ -157,10 +158,11 @@ void EngineBase::load_module_state(const checkpoint::CheckpointReader& reader) {
   module_state_.load(reader.path() + "/" + file);
 }
 
-void EngineBase::save_checkpoint(const std::string& dir, const std::string& tag,
+void EngineBase::save_checkpoint(const std::string& dir, const std::string& requested_tag,
                                  const std::string& client_state_json) {
   torch::NoGradGuard no_grad;
-  agree_on_operation(group_, detail::concat("save_checkpoint(dir '", dir, "', tag '", tag, "')"));
+  const std::string tag =
+      agree_on_save(group_, dir, requested_tag, config_.checkpoint.tag_validation);
   DS_CHECK(micro_steps_ % config_.gradient_accumulation_steps == 0, Error,
            "save_checkpoint: inside a gradient accumulation window (micro-step ",
            micro_steps_ % config_.gradient_accumulation_steps, " of ",

@@ -30,13 +30,18 @@ std::vector<std::string> all_gather_text(comm::Group& group, const std::string& 
   return out;
 }
 
+void throw_different_operations(const std::vector<std::string>& operations) {
+  std::string message = "the ranks called different collective operations:";
+  for (size_t r = 0; r < operations.size(); ++r)
+    message += detail::concat("\n  rank ", r, ": ", operations[r]);
+  throw Error(message);
+}
+
 void agree_on_operation(comm::Group& group, const std::string& operation) {
   const auto all = all_gather_text(group, operation);
   if (std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == all[0]; }))
     return;
-  std::string message = "the ranks called different collective operations:";
-  for (size_t r = 0; r < all.size(); ++r) message += detail::concat("\n  rank ", r, ": ", all[r]);
-  throw Error(message);
+  throw_different_operations(all);
 }
 
 void check_all_succeeded(comm::Group& group, const std::string& what, const std::string& error) {

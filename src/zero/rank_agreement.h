@@ -18,6 +18,9 @@ std::vector<std::string> all_gather_text(comm::Group& group, const std::string& 
 // what each rank called).
 void agree_on_operation(comm::Group& group, const std::string& operation);
 
+// Throws the Error agree_on_operation throws, listing every rank's operation.
+[[noreturn]] void throw_different_operations(const std::vector<std::string>& operations);
+
 // `error`: this rank's failure ("" = none). Throws Error on every rank, naming the failed ranks
 // and their messages, unless every rank succeeded.
 void check_all_succeeded(comm::Group& group, const std::string& what, const std::string& error);

@@ -22,11 +22,8 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
     : EngineBase(std::move(model), config, group),
       declared_(declared_plan(*model_)),
       plan_(resolve_units(*model_, declared_)),
-      trace_([this] {
-        std::vector<std::string> names;
-        for (const auto& u : plan_.units) names.push_back(u.name);
-        return names;
-      }()) {
+      trace_(unit_names()),
+      fetch_check_(unit_names()) {
   // The full parameter storage the units replace must leave the process (storage_resize.h).
   return_large_frees_to_os();
   create_units(build);
@@ -106,16 +103,17 @@ void Stage3Engine::allocate_shards() {
     po.buffer_count = offload_param.buffer_count;
     // A buffer larger than the largest swapped slice would never be filled; a smaller one is
     // refused (PartitionSwapper names offload_param.buffer_size).
-    po.buffer_bytes = std::min(offload_param.buffer_size * units_[0]->element_size(),
-                               largest_swapped);
+    po.buffer_bytes =
+        std::min(offload_param.buffer_size * units_[0]->element_size(), largest_swapped);
     param_swapper_ = std::make_unique<offload::PartitionSwapper>(swap_bytes, po);
     ledger_.allocate(MemoryCategory::kSwapBuffers, param_swapper_->held_bytes(),
                      MemoryPlace::kHost);
     if (rank == 0) {
-      log::info("offload_param nvme: ", std::count(swapped_param_.begin(), swapped_param_.end(), true),
-                " of ", units_.size(), " units' slices on NVMe in ", param_swapper_->folder(),
-                " (", offload_param.buffer_count, " buffers of ", po.buffer_bytes,
-                " bytes; read ahead in the trace's order)");
+      log::info(
+          "offload_param nvme: ", std::count(swapped_param_.begin(), swapped_param_.end(), true),
+          " of ", units_.size(), " units' slices on NVMe in ", param_swapper_->folder(), " (",
+          offload_param.buffer_count, " buffers of ", po.buffer_bytes,
+          " bytes; read ahead in the trace's order)");
     }
   }
   shard_ = torch::zeros({resident_numel}, options);
@@ -244,6 +242,12 @@ void Stage3Engine::install_unit_wrapper() {
       sharding::kShardingLevel);
 }
 
+std::vector<std::string> Stage3Engine::unit_names() const {
+  std::vector<std::string> names;
+  for (const auto& u : plan_.units) names.push_back(u.name);
+  return names;
+}
+
 Stage3Engine::~Stage3Engine() {
   // The model's released units keep their shapes but no data from here on.
   declared_.calls().remove(wrapper_id_);
@@ -366,8 +370,8 @@ void Stage3Engine::for_units_in(
 void Stage3Engine::publish_params(int64_t lo, int64_t n, const float* master) {
   torch::NoGradGuard no_grad;
   for_units_in(lo, n, [&](size_t u, int64_t in_slice, int64_t at, int64_t len) {
-    const at::Tensor values = at::from_blob(const_cast<float*>(master) + (at - lo), {len},
-                                            at::TensorOptions(at::kFloat));
+    const at::Tensor values =
+        at::from_blob(const_cast<float*>(master) + (at - lo), {len}, at::TensorOptions(at::kFloat));
     if (!swapped_param_[u]) {
       param_slice_[u].narrow(0, in_slice, len).copy_(values);
       return;
@@ -382,7 +386,8 @@ void Stage3Engine::publish_params(int64_t lo, int64_t n, const float* master) {
     DS_ASSERT(publish_unit_ == u && publish_filled_ == in_slice, "publish out of order");
     publish_stage_.narrow(0, in_slice, len).copy_(values);
     publish_filled_ += len;
-    if (publish_filled_ == units_[u]->slice_numel()) param_swapper_->write(u, publish_stage_.data_ptr());
+    if (publish_filled_ == units_[u]->slice_numel())
+      param_swapper_->write(u, publish_stage_.data_ptr());
   });
 }
 
@@ -411,10 +416,11 @@ void Stage3Engine::start_gather(size_t u) {
       if (holding_buffer_[v]) finish_gather(v);
     }
     const void* slice = param_swapper_->acquire(u);
-    units_[u]->set_shard(at::from_blob(const_cast<void*>(slice), {units_[u]->slice_numel()},
-                                       shard_.options()));
+    units_[u]->set_shard(
+        at::from_blob(const_cast<void*>(slice), {units_[u]->slice_numel()}, shard_.options()));
     holding_buffer_[u] = true;
   }
+  fetch_check_.start(group_, u);
   in_flight_[u] = units_[u]->gather_async(group_);
   ledger_.allocate(MemoryCategory::kGatheredParams,
                    units_[u]->padded_numel() * units_[u]->element_size());
@@ -428,10 +434,17 @@ void Stage3Engine::gather(size_t u) {
 
 void Stage3Engine::finish_gather(size_t u) {
   in_flight_[u].wait();
+  fetch_check_.finish(u);
   if (!holding_buffer_[u]) return;
   units_[u]->set_shard(at::Tensor());
   param_swapper_->release(u);
   holding_buffer_[u] = false;
+}
+
+void Stage3Engine::regather(size_t u) {
+  fetch_check_.start(group_, u);
+  units_[u]->gather(group_);
+  fetch_check_.finish(u);
 }
 
 void Stage3Engine::release(size_t u) {
@@ -537,10 +550,9 @@ void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor
   // Read-ahead of the old parameters is stale after this update.
   if (param_swapper_) param_swapper_->drop_unused();
   if (swapped_) {
-    swapped_->step(group_, grad_shard_, master_swapped_ ? at::Tensor() : master_, rates.lr,
-                   grad_factor, [this](int64_t lo, int64_t n, const float* master) {
-                     publish_params(lo, n, master);
-                   });
+    swapped_->step(
+        group_, grad_shard_, master_swapped_ ? at::Tensor() : master_, rates.lr, grad_factor,
+        [this](int64_t lo, int64_t n, const float* master) { publish_params(lo, n, master); });
     if (!master_swapped_ && master_.data_ptr() != shard_.data_ptr())
       publish_params(0, master_.numel(), master_.data_ptr<float>());
   } else if (shard_.scalar_type() == at::kBFloat16 && !param_swapper_) {
@@ -553,7 +565,7 @@ void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor
   }
   // The other units gather the new slices when they next run.
   for (size_t u = 0; u < units_.size(); ++u) {
-    if (units_[u]->gathered()) units_[u]->gather(group_);  // persistent units
+    if (units_[u]->gathered()) regather(u);  // persistent units
   }
 }
 
@@ -567,7 +579,8 @@ std::vector<EngineBase::StatePiece> Stage3Engine::state_view(StateUse use) {
     staged_exp_avg_ = at::zeros({numel}, fp32);
     staged_exp_avg_sq_ = at::zeros({numel}, fp32);
     staged_master_ = master_swapped_ ? at::zeros({numel}, fp32) : master_;
-    if (use == StateUse::kSave) swapped_->read_all(staged_master_, staged_exp_avg_, staged_exp_avg_sq_);
+    if (use == StateUse::kSave)
+      swapped_->read_all(staged_master_, staged_exp_avg_, staged_exp_avg_sq_);
   }
   const at::Tensor& master = swapped_ ? staged_master_ : master_;
   const at::Tensor& exp_avg = swapped_ ? staged_exp_avg_ : adam_->exp_avg();
@@ -594,7 +607,7 @@ void Stage3Engine::publish_loaded_state() {
     publish_params(0, master.numel(), master.data_ptr<float>());
   staged_master_ = staged_exp_avg_ = staged_exp_avg_sq_ = at::Tensor();
   for (size_t u = 0; u < units_.size(); ++u) {
-    if (units_[u]->gathered()) units_[u]->gather(group_);  // persistent units
+    if (units_[u]->gathered()) regather(u);  // persistent units
   }
 }
 

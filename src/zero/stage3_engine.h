@@ -1,16 +1,16 @@
 // ZeRO stage 3 (design §5): parameters, gradients and optimizer state all partitioned. The model
 // is cut into the units it declares (deepshard/sharding/sharding_plan.h, resolved in unit_plan.h);
-// the engine wraps their forwards through the model's UnitCalls. Each unit's parameters live in one flat storage of N rank
-// slices (Stage3Unit) and this rank keeps only its slices: one shard buffer for all units (fp32:
-// it is also the master the optimizer updates). A unit is gathered before its forward and
-// released after it; the identity function on its output (pre_backward.h) re-gathers it before its
-// backward and gives its parameters a flat gradient buffer; when grad-accumulator hooks report
-// all of the unit's gradients, the buffer is reduce-scattered (average) into this rank's fp32
-// gradient shard (accumulating over micro-steps), dropped, and the unit released. The root unit
-// and units of at most stage3_param_persistence_threshold elements stay gathered (in unit order, as
-// long as their total stays within stage3_model_persistence_threshold). Once the trace is known, a
-// unit used again within stage3_max_reuse_distance elements of it (a block's forward right before
-// its backward) is not released in between, if the gathered elements stay within
+// the engine wraps their forwards through the model's UnitCalls. Each unit's parameters live in one
+// flat storage of N rank slices (Stage3Unit) and this rank keeps only its slices: one shard buffer
+// for all units (fp32: it is also the master the optimizer updates). A unit is gathered before its
+// forward and released after it; the identity function on its output (pre_backward.h) re-gathers it
+// before its backward and gives its parameters a flat gradient buffer; when grad-accumulator hooks
+// report all of the unit's gradients, the buffer is reduce-scattered (average) into this rank's
+// fp32 gradient shard (accumulating over micro-steps), dropped, and the unit released. The root
+// unit and units of at most stage3_param_persistence_threshold elements stay gathered (in unit
+// order, as long as their total stays within stage3_model_persistence_threshold). Once the trace is
+// known, a unit used again within stage3_max_reuse_distance elements of it (a block's forward right
+// before its backward) is not released in between, if the gathered elements stay within
 // stage3_max_live_parameters.
 // Prefetch (DeepSpeed's parameter coordinator): the first forward + backward records the order
 // units are fetched in (UnitTrace, compared across ranks); later passes, at every fetch, start
@@ -31,14 +31,15 @@
 #include <memory>
 #include <vector>
 
+#include "deepshard/offload/partition_swapper.h"
 #include "deepshard/optim/adam.h"
 #include "deepshard/sharding/sharding_plan.h"
 #include "zero/engine_base.h"
+#include "zero/fetch_check.h"
 #include "zero/grad_wire.h"
-#include "zero/unit_plan.h"
 #include "zero/stage3_unit.h"
-#include "deepshard/offload/partition_swapper.h"
 #include "zero/swapped_adam.h"
+#include "zero/unit_plan.h"
 #include "zero/unit_trace.h"
 
 namespace torch::autograd {
@@ -92,7 +93,12 @@ class Stage3Engine : public EngineBase {
   void prefetch(size_t current);
   void start_gather(size_t u);
   void gather(size_t u);
-  void finish_gather(size_t u);  // waits for u's gather; a swap buffer it read from goes back
+  // Waits for u's gather and its cross-rank check (fetch_check.h); a swap buffer it read from
+  // goes back.
+  void finish_gather(size_t u);
+  // Gathers an already gathered unit afresh (after an update), checked.
+  void regather(size_t u);
+  std::vector<std::string> unit_names() const;
   void release(size_t u);
   // The updated fp32 master of shard elements [lo, lo + n) into the parameters (cast): the slices
   // in RAM, or (offload_param nvme) staged per unit and written when the unit's slice is complete;
@@ -128,6 +134,7 @@ class Stage3Engine : public EngineBase {
   std::vector<bool> prebuilt_;  // partitioned while the model was built (zero.Init)
   std::vector<bool> persistent_;
   UnitTrace trace_;
+  FetchCheck fetch_check_;             // every unit gather compared across ranks (fetch_check.h)
   std::vector<comm::Work> in_flight_;  // per unit: its gather, until waited for
   int64_t live_elements_ = 0;  // padded elements gathered or in flight, persistent units aside
   std::vector<int64_t> slice_offsets_;  // of each unit's slice in the shard buffers

@@ -3,7 +3,8 @@
 // their recordings (a rank that ran another sequence gets an error naming the first differing
 // position, unit and rank instead of mismatched collectives later); later passes follow it, so
 // the engine knows which units come next and can prefetch them. A pass that departs from the
-// trace invalidates it (one warning) and the next pass records it afresh.
+// trace invalidates it (one warning) and the next pass records it afresh. (Ranks departing
+// differently are caught earlier, at the first mismatched gather: fetch_check.h.)
 #pragma once
 
 #include <cstddef>

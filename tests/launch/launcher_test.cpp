@@ -182,7 +182,10 @@ TEST(LaunchCommand, KeepsUserThreadSettingsAndGivesMultiNodeRanks) {
                           "12345", "--master-addr", "192.0.2.1", "--", "sh", "-c",
                           "echo \"env $RANK $WORLD_SIZE $GROUP_RANK $MASTER_PORT $OMP_NUM_THREADS "
                           "$OMP_WAIT_POLICY\""},
-                         60, {{"OMP_NUM_THREADS", "7"}, {"OMP_WAIT_POLICY", "ACTIVE"}});
+                         60,
+                         {{"OMP_NUM_THREADS", "7"},
+                          {"OMP_WAIT_POLICY", "ACTIVE"},
+                          {"DEEPSHARD_JOB_TOKEN", "the-job-s-shared-secret"}});  // several nodes
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("[rank 4] env 4 6 2 12345 7 ACTIVE\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 5] env 5 6 2 12345 7 ACTIVE\n"), std::string::npos) << r.output;

@@ -50,6 +50,15 @@ launch::RunResult run_ranks(int n, const std::string& exe, const std::vector<std
   return run_deepshard(full, timeout_s, env);
 }
 
+std::string read_output(launch::Subprocess& process) {
+  std::string out;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(process.output_fd(), buffer, sizeof(buffer))) > 0)
+    out.append(buffer, size_t(n));
+  return out;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);

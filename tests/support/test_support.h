@@ -22,7 +22,8 @@ class TempDir {
   std::string path_;
 };
 
-// Runs the deepshard executable with `args`; output merged. Fails the test (ADD_FAILURE) on timeout.
+// Runs the deepshard executable with `args`; output merged. Fails the test (ADD_FAILURE) on
+// timeout.
 launch::RunResult run_deepshard(const std::vector<std::string>& args, double timeout_s = 300,
                                 const std::map<std::string, std::string>& env = {});
 
@@ -35,6 +36,9 @@ launch::RunResult run_exe(const std::string& exe, const std::vector<std::string>
 launch::RunResult run_ranks(int n, const std::string& exe, const std::vector<std::string>& args,
                             double timeout_s = 300,
                             const std::map<std::string, std::string>& env = {});
+
+// Everything a started subprocess wrote to its (merged) output until it closed it.
+std::string read_output(launch::Subprocess& process);
 
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& content);

@@ -43,5 +43,18 @@ TEST(CheckpointCollective, SaveInsideAccumulationWindowIsRefused) {
   EXPECT_TRUE(std::filesystem::exists(dir.file("ckpt/t3/manifest.json")));
 }
 
+TEST(CheckpointCollective, TagValidationFailsWarnsOrIgnoresAsConfigured) {
+  TempDir dir;
+  auto r = run_scenario("tag_validation", 1, dir);
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("every rank saves under rank 0's tag 't0' "
+                          "(checkpoint.tag_validation=Warn)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("checkpoint.tag_validation=Ignore)"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ckpt/Fail/latest")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("ckpt/Ignore/t0/manifest.json")));
+}
+
 }  // namespace
 }  // namespace deepshard::testing

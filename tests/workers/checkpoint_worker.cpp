@@ -110,5 +110,28 @@ DS_WORKER_SCENARIO(save_inside_window) {
   engine->load_checkpoint(args[1]);
 }
 
+// args: stage, checkpoint dir. checkpoint.tag_validation with each rank given its own tag: Fail is
+// an error on every rank naming the tags (nothing saved); Warn and Ignore save under rank 0's tag.
+DS_WORKER_SCENARIO(tag_validation) {
+  for (const char* mode : {"Fail", "Warn", "Ignore"}) {
+    models::Gpt model(tiny(), 1);
+    auto config = ds_config(std::stoi(args[0]), group.size(), 1);
+    config.checkpoint.tag_validation = mode;
+    auto engine = zero::Engine::initialize(model.ptr(), config, group);
+    micro_step(model, *engine);
+    const std::string dir = args[1] + "/" + mode;
+    const std::string tag = "t" + std::to_string(group.rank());
+    if (std::string(mode) == "Fail") {
+      expect_error([&] { engine->save_checkpoint(dir, tag); },
+                   "checkpoint.tag_validation=Fail and the ranks were given different tags "
+                   "(rank 0 't0', rank 1 't1')");
+    } else {
+      engine->save_checkpoint(dir, tag);
+      const auto loaded = engine->load_checkpoint(dir);
+      DS_WORKER_EXPECT(loaded.tag == "t0", mode << ": loaded tag " << loaded.tag);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace deepshard::testing

@@ -1,6 +1,6 @@
 // Multi-rank scenarios for the public sharding API, run by tests/train/sharding_api_test.cpp:
-// a model whose ranks run its units in different orders must fail on every rank with the trace
-// comparison's error (no hang, no wrong numbers).
+// a model whose ranks run its units in different orders must fail on every rank at the first unit
+// gather that differs (zero/fetch_check.h; no hang, no wrong numbers).
 #include <deepshard/sharding/sharding_plan.h>
 #include <torch/torch.h>
 
@@ -54,9 +54,9 @@ DS_WORKER_SCENARIO(divergent_order) {
   try {
     engine->backward(model->forward(torch::ones({2, 8})).square().mean());
   } catch (const std::exception& e) {
+    // The first gather differs (fetch_check.h; the root starts gathered, no gather).
     const std::string want =
-        "the ranks ran different unit sequences: at position 0 rank 0 fetched a but rank 1 "
-        "fetched b";
+        "the ranks' unit sequences differ: gather #0 is unit a on rank 0 but unit b on rank 1";
     DS_WORKER_EXPECT(std::string(e.what()).find(want) != std::string::npos,
                      "error '" << e.what() << "' does not contain '" << want << "'");
     std::printf("got the expected error: %s\n", e.what());

@@ -1,7 +1,8 @@
 // Who this process is in the job: rank, world size and where rank 0 listens, read from the
 // environment. torchrun's variables first (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE,
 // LOCAL_RANK, LOCAL_WORLD_SIZE), then Open MPI's (OMPI_COMM_WORLD_*), then Slurm's (SLURM_*).
-// With none of them set the process is a single rank (world size 1).
+// With none of them set the process is a single rank (world size 1). The job token comes from
+// DEEPSHARD_JOB_TOKEN (see RendezvousInfo::job_token).
 #pragma once
 
 #include <string>
@@ -16,6 +17,10 @@ struct RendezvousInfo {
   int local_rank = 0;
   int local_world_size = 1;
   std::string source = "none";  // "torchrun" | "openmpi" | "slurm" | "none"
+  // The secret every rank presents to the rendezvous store (a process presenting another one is
+  // refused): DEEPSHARD_JOB_TOKEN (the launcher sets a random one per job), else Open MPI's job
+  // id or Slurm's job and step ids (distinct per job, though not secret), else empty.
+  std::string job_token;
 };
 
 // Throws CommError naming the variable that is missing or malformed (e.g. RANK set but not

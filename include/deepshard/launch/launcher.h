@@ -36,4 +36,8 @@ int find_free_port();
 
 std::string launch_usage();
 
+// The token of this job for DEEPSHARD_JOB_TOKEN: the launcher's own DEEPSHARD_JOB_TOKEN, else a
+// random one (one node only: several nodes must share it, a UsageError says so).
+std::string job_token(const LaunchOptions& options);
+
 }  // namespace deepshard::launch

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Sanitizer runs (not part of scripts/test.sh): the unit tests (CTest label "unit", which includes
+# the reader fuzz tests) built with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/,
+# and the comm tests (real ranks) built with ThreadSanitizer in build-tsan/. libtorch and Gloo are
+# not instrumented: ASan checks deepshard's own code (leak checking off: libtorch keeps global
+# allocations), TSan sees only deepshard's threads' accesses (reports inside uninstrumented
+# libraries are suppressed by scripts/tsan.supp).
+# Usage: scripts/sanitize.sh [asan|readers|tsan|all] (default all). `readers`: ASan+UBSan on the
+# readers of untrusted input only (util_tests, checkpoint_tests, fuzz_tests: the JSON config, the
+# checkpoint manifest and shards, safetensors and token files), the binaries that need no
+# executable beside them, so no instrumented deepshard is built (a fraction of `asan`'s build).
+# Environment: JOBS (default 1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what="${1:-all}"
+jobs="${JOBS:-1}"
+
+configure() {  # dir flags
+  cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS="$2 -fno-omit-frame-pointer" \
+    -DCMAKE_EXE_LINKER_FLAGS="$2" >/dev/null
+}
+
+status=0
+if [[ "$what" == asan || "$what" == readers || "$what" == all ]]; then
+  configure build-asan "-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+  unit=(util_tests config_tests optim_tests checkpoint_tests zero_tests monitor_tests fuzz_tests)
+  [[ "$what" == readers ]] && unit=(util_tests checkpoint_tests fuzz_tests)
+  ninja -C build-asan -j "$jobs" "${unit[@]}"
+  for t in "${unit[@]}"; do
+    echo "== $t (ASan+UBSan)"
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      "build-asan/tests/$t" --gtest_brief=1 || status=1
+  done
+fi
+if [[ "$what" == tsan || "$what" == all ]]; then
+  configure build-tsan "-fsanitize=thread"
+  ninja -C build-tsan -j "$jobs" comm_tests ds_comm_worker ds_job_worker deepshard
+  echo "== comm_tests (TSan)"
+  TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp halt_on_error=1" \
+    build-tsan/tests/comm_tests --gtest_brief=1 || status=1
+fi
+exit $status
