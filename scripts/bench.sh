@@ -6,7 +6,7 @@
 # per rank); any case + "-zS" runs ZeRO stage S (e.g. small-n2-z3), + "-bf16" runs it in bf16
 # (e.g. small-n2-z2-bf16, gpt2-n2-z3-bf16), + "-gloo" / "-shm" picks the comm transport (default
 # auto: shared memory on one host), e.g. gpt2-n2-z0-bf16-gloo.
-# peer-* use the model of ../shared/peers, for side-by-side comparison with PyTorch DDP / ZeRO-1.
+# peer-* use the model of bench/peers (torch_peer_bench.py), for side-by-side comparison with PyTorch DDP / ZeRO-1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeat=3; steps=30; cases=()
@@ -26,7 +26,7 @@ DEEPSHARD="$ds" scripts/fetch_brown.sh data >/dev/null
 out_dir="$(mktemp -d)"
 trap 'rm -rf "$out_dir"' EXIT
 
-# case name -> "ranks micro extra --set arguments"; "peer" is the model of ../shared/peers.
+# case name -> "ranks micro extra --set arguments"; "peer" is the model of bench/peers (torch_peer_bench.py).
 peer="model.n_layer=4 model.n_head=4 model.n_embd=256 model.block_size=128"
 case_args() {
   case "$1" in

@@ -2,7 +2,8 @@
 // --config RUN.json] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]`: prints a
 // continuation of the prompt sampled from Hugging Face GPT-2 safetensors weights (model.init_from's
 // format) or from a deepshard checkpoint (its consolidated fp32 weights; the model sizes come from
-// the run's model section saved with it), with the byte tokenizer.
+// the run's model section saved with it), with the tokenizer of the model's vocabulary (256: bytes,
+// 50257: GPT-2's BPE).
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -30,8 +31,9 @@ const char* kUsage =
     "Builds the model (a preset: tiny, small, gpt2; or the model section of a run config; with\n"
     "--checkpoint, by default the model section saved in the checkpoint), loads Hugging Face\n"
     "GPT-2 safetensors weights or a deepshard checkpoint (a checkpoint directory's latest tag,\n"
-    "or one tag directory) into it and prints the prompt followed by N sampled bytes (default\n"
-    "200, temperature 0.8, top-k 40, seed 1234).\n";
+    "or one tag directory) into it and prints the prompt followed by N sampled tokens (default\n"
+    "200, temperature 0.8, top-k 40, seed 1234). A model with 256 tokens reads bytes, one with\n"
+    "50257 GPT-2's BPE (--bpe-dir DIR: the folder of its encoder.json and vocab.bpe).\n";
 
 config::ModelConfig model_config(const ArgParser& parser,
                                  const checkpoint::CheckpointReader* reader) {
@@ -62,7 +64,7 @@ config::ModelConfig model_config(const ArgParser& parser,
 
 int run_generate_command(const Args& args) {
   ArgParser parser({"weights", "checkpoint", "prompt", "model", "config", "max-new-tokens",
-                    "temperature", "top-k", "seed"},
+                    "temperature", "top-k", "seed", "bpe-dir"},
                    {"help"});
   parser.parse(args);
   if (parser.print_help_if_asked(kUsage)) return 0;
@@ -91,12 +93,13 @@ int run_generate_command(const Args& args) {
     checkpoint::load_gpt2_safetensors(model, *weights);
   }
   model->eval();
-  data::ByteTokenizer tokenizer;
-  auto prompt16 = tokenizer.encode(*prompt_text);
+  const auto tokenizer =
+      data::tokenizer_for_vocab(model->config().vocab_size, parser.get("bpe-dir").value_or(""));
+  auto prompt16 = tokenizer->encode(*prompt_text);
   std::vector<int64_t> prompt(prompt16.begin(), prompt16.end());
   auto tokens = model->generate(prompt, max_new, temperature, parser.get_int("top-k", 40),
                                 static_cast<uint64_t>(parser.get_int("seed", 1234)));
-  std::printf("%s%s\n", prompt_text->c_str(), tokenizer.decode(tokens).c_str());
+  std::printf("%s%s\n", prompt_text->c_str(), tokenizer->decode(tokens).c_str());
   return 0;
 }
 

@@ -1,4 +1,5 @@
-// `deepshard prepare-data TEXT... -o FILE [--valid-output FILE] [--valid-fraction F]`: text files
+// `deepshard prepare-data TEXT... -o FILE [--valid-output FILE] [--valid-fraction F]
+// [--tokenizer byte|gpt2] [--bpe-dir DIR]`: text files
 // (Brown corpus files are detected and their tags stripped) into training and validation token
 // files; see docs/data.md.
 #include <cstdio>
@@ -14,8 +15,10 @@ namespace {
 
 constexpr const char* kHelp =
     R"(usage: deepshard prepare-data TEXT... -o FILE [--valid-output FILE] [--valid-fraction F]
+                              [--tokenizer byte|gpt2] [--bpe-dir DIR]
 
-Turns text into byte-level token files (vocabulary 256) for `deepshard train`.
+Turns text into token files for `deepshard train`: byte-level (vocabulary 256, the default) or
+GPT-2's BPE (vocabulary 50257; train with model.vocab_size 50257).
 
   TEXT...               text files or directories (every regular file inside, sorted);
                         Brown corpus files ("word/tag ...") are turned back into plain prose
@@ -23,6 +26,9 @@ Turns text into byte-level token files (vocabulary 256) for `deepshard train`.
   --valid-output FILE   validation token file (default: FILE without .bin, plus .valid.bin)
   --valid-fraction F    the last fraction F of the documents is the validation split
                         (default 0.05; with a single document its tokens are split instead)
+  --tokenizer NAME      byte (default) or gpt2
+  --bpe-dir DIR         folder with GPT-2's encoder.json and vocab.bpe
+                        (default: third_party/gpt2_bpe of the source tree)
   -h, --help            this help
 )";
 
@@ -43,8 +49,8 @@ double parse_fraction(const std::string& value) {
 }  // namespace
 
 int run_prepare_data_command(const Args& args) {
-  const std::vector<std::string> kOptions = {"--output", "--valid-output", "--valid-fraction",
-                                             "--help"};
+  const std::vector<std::string> kOptions = {"--output",    "--valid-output", "--valid-fraction",
+                                             "--tokenizer", "--bpe-dir",      "--help"};
   data::PrepareOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -72,6 +78,10 @@ int run_prepare_data_command(const Args& args) {
       options.output = value();
     } else if (name == "--valid-output") {
       options.valid_output = value();
+    } else if (name == "--tokenizer") {
+      options.tokenizer = value();
+    } else if (name == "--bpe-dir") {
+      options.bpe_dir = value();
     } else if (name == "--valid-fraction") {
       options.valid_fraction = parse_fraction(value());
     } else {

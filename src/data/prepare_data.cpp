@@ -1,7 +1,7 @@
 // prepare_data: input files (directories expanded) become documents; valid_fraction of them (at
 // least one, leaving at least one), spread evenly over the sorted list so that a corpus sorted by
 // genre or source validates on all of them, is the validation split; each split's documents are
-// joined by a newline, byte-tokenized and written as a token file.
+// joined by a newline, tokenized (byte-level or GPT-2 BPE) and written as a token file.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -94,7 +94,8 @@ PrepareSummary prepare_data(const PrepareOptions& options) {
   const auto n = static_cast<int64_t>(docs.size());
   summary.documents = n;
 
-  ByteTokenizer tokenizer;
+  const std::unique_ptr<Tokenizer> made = make_tokenizer(options.tokenizer, options.bpe_dir);
+  const Tokenizer& tokenizer = *made;
   std::vector<uint16_t> train, valid;
   if (n >= 2) {
     int64_t n_valid = valid_count(n, options.valid_fraction);
@@ -110,7 +111,7 @@ PrepareSummary prepare_data(const PrepareOptions& options) {
     std::vector<uint16_t> all = tokenizer.encode(docs[0]);
     const auto n_tokens = static_cast<int64_t>(all.size());
     DS_CHECK(n_tokens >= 2, IoError, files[0], ": ", n_tokens,
-             " byte(s), too short to split into training and validation tokens");
+             " token(s), too short to split into training and validation tokens");
     int64_t n_valid = valid_count(n_tokens, options.valid_fraction);
     train.assign(all.begin(), all.end() - n_valid);
     valid.assign(all.end() - n_valid, all.end());

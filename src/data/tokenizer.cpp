@@ -1,7 +1,9 @@
 // The byte-level tokenizer: each byte of the UTF-8 text is one token (0-255), so encoding is
-// lossless for any input and needs no vocabulary file.
+// lossless for any input and needs no vocabulary file; and the choice of tokenizer by name or by
+// a model's vocabulary size.
 #include "deepshard/data/tokenizer.h"
 
+#include "deepshard/data/gpt2_bpe.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::data {
@@ -20,6 +22,20 @@ std::string ByteTokenizer::decode(const std::vector<int64_t>& tokens) const {
     text[i] = static_cast<char>(tokens[i]);
   }
   return text;
+}
+
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& bpe_dir) {
+  if (name == "byte") return std::make_unique<ByteTokenizer>();
+  if (name == "gpt2")
+    return std::make_unique<Gpt2Tokenizer>(bpe_dir.empty() ? default_gpt2_bpe_dir() : bpe_dir);
+  throw UsageError("unknown tokenizer \"" + name + "\" (byte or gpt2)");
+}
+
+std::unique_ptr<Tokenizer> tokenizer_for_vocab(int64_t vocab_size, const std::string& bpe_dir) {
+  if (vocab_size == ByteTokenizer::kVocabSize) return make_tokenizer("byte");
+  if (vocab_size == Gpt2Tokenizer::kVocabSize) return make_tokenizer("gpt2", bpe_dir);
+  throw Error("no tokenizer for a vocabulary of " + std::to_string(vocab_size) +
+              " tokens (byte: 256, gpt2: 50257)");
 }
 
 }  // namespace deepshard::data

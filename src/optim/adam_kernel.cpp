@@ -1,5 +1,5 @@
 // adam_step: the per-step constants of the Adam/AdamW update (DeepSpeed CPU Adam semantics, §5.2
-// of ../shared/deepspeed-behavior.md), the choice of chunk kernel (adam_isa()) and the split of the
+// of docs/deepspeed-behavior.md), the choice of chunk kernel (adam_isa()) and the split of the
 // array across intra-op threads. Threads get whole tiles of kTileNumel elements (at::parallel_for
 // over tile indices), so every element is computed by the same vector code whatever the thread
 // count, and only the array's last tile has a tail.

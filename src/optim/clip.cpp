@@ -1,4 +1,4 @@
-// The fused unscale-and-clip factor (§4.3 of ../shared/deepspeed-behavior.md).
+// The fused unscale-and-clip factor (§4.3 of docs/deepspeed-behavior.md).
 #include "deepshard/optim/clip.h"
 
 #include "deepshard/util/error.h"

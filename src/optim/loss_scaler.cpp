@@ -1,4 +1,4 @@
-// DeepSpeed's DynamicLossScaler and static LossScaler (§4.1 of ../shared/deepspeed-behavior.md):
+// DeepSpeed's DynamicLossScaler and static LossScaler (§4.1 of docs/deepspeed-behavior.md):
 // the update rule, construction from the fp16 section, and checkpoint state.
 #include "deepshard/optim/loss_scaler.h"
 

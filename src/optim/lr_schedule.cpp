@@ -1,5 +1,5 @@
 // DeepSpeed's LR schedules as pure functions of the optimizer step (§1.6 of
-// ../shared/deepspeed-behavior.md, checked against deepspeed/runtime/lr_schedules.py). Each class
+// docs/deepspeed-behavior.md, checked against deepspeed/runtime/lr_schedules.py). Each class
 // evaluates DeepSpeed's get_lr() at last_batch_iteration = step - 1 (see lr_schedule.h).
 #include "deepshard/optim/lr_schedule.h"
 

@@ -19,12 +19,12 @@ void sample_text(TrainingRun& run) {
   const auto& train = run.config.train;
   if (train.sample_tokens <= 0 || run.summary.stopped) return;
   if (!run.rank0 && run.ds.zero.stage != 3) return;
-  data::ByteTokenizer tokenizer;
-  auto prompt16 = tokenizer.encode(train.sample_prompt);
+  const auto tokenizer = data::tokenizer_for_vocab(run.gpt_cfg.vocab_size);
+  auto prompt16 = tokenizer->encode(train.sample_prompt);
   std::vector<int64_t> prompt(prompt16.begin(), prompt16.end());
   auto tokens = run.model->generate(prompt, train.sample_tokens, train.sample_temperature,
                                     train.sample_top_k, train.seed);
-  run.summary.sample = train.sample_prompt + tokenizer.decode(tokens);
+  run.summary.sample = train.sample_prompt + tokenizer->decode(tokens);
 }
 
 nlohmann::json summary_json(const TrainingRun& run) {

@@ -37,7 +37,7 @@ TEST_F(ConfigCheck, RunnableFileExitsZero) {
 }
 
 TEST_F(ConfigCheck, ReportsUnsupportedFeaturesAndErrorsOfEveryFile) {
-  const std::string shared = deepshard::testing::shared_dir() + "/ds_configs/";
+  const std::string shared = deepshard::testing::source_dir() + "/tests/data/ds_configs/";
   const std::string bad = dir_.file("bad.json");
   write_file(bad, R"({"train_batch_size": 8, "zero_optimization": {"reduce_bucket_sise": 5e8}})");
   auto result = run_deepshard(

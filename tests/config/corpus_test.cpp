@@ -1,4 +1,4 @@
-// The real DeepSpeed configs of ../shared/ds_configs (see SOURCES.md there), each parsed under two
+// The real DeepSpeed configs of tests/data/ds_configs (see SOURCES.md there), each parsed under two
 // stated contexts: a Hugging-Face-style run (world 2, micro batch 4, lr 1e-3, warmup 10, steps
 // 100) and a bare DeepSpeed launch (world 2, no train values). Every file has an exact expected
 // outcome per context: the parsed values and the unsupported-features list, or the exact errors.
@@ -16,7 +16,7 @@ namespace {
 using namespace deepshard::config::testing;
 using nlohmann::json;
 
-const std::string kDir = deepshard::testing::shared_dir() + "/ds_configs/";
+const std::string kDir = deepshard::testing::source_dir() + "/tests/data/ds_configs/";
 
 ResolveContext hf_run(const std::string& file) {
   ResolveContext c = context(2);
@@ -34,35 +34,17 @@ ResolveContext bare(const std::string& file) {
   return c;
 }
 
-struct Outcome {
-  DsConfig config;
-  std::vector<std::string> warnings;
-  std::vector<std::string> unsupported;
-  std::vector<std::string> errors;  // empty when the file parsed
-};
-
 Outcome load(const std::string& file, const ResolveContext& ctx) {
-  Outcome out;
-  try {
-    out.config = parse_ds_config(read_json_file(kDir + file), ctx, &out.warnings);
-    out.unsupported = unsupported_features(out.config);
-  } catch (const ConfigError& e) {
-    out.errors = strings::split(e.what(), '\n');
-  }
-  return out;
+  return load_outcome(kDir + file, ctx);
 }
 
 using Lines = std::vector<std::string>;
 
 TEST(Corpus, EveryFileIsCovered) {
-  Lines files;
-  for (const auto& entry : std::filesystem::directory_iterator(kDir)) {
-    if (entry.path().extension() == ".json") files.push_back(entry.path().filename());
-  }
-  std::sort(files.begin(), files.end());
-  EXPECT_EQ(files, Lines({"dsexamples_autotuning_fp16_z3.json", "dsexamples_cifar.json",
-                          "dsexamples_megatron_zero2_offload.json", "transformers_zero2_auto.json",
-                          "transformers_zero3.json"}));
+  EXPECT_EQ(json_files_in(kDir),
+            Lines({"dsexamples_autotuning_fp16_z3.json", "dsexamples_cifar.json",
+                   "dsexamples_megatron_zero2_offload.json", "transformers_zero2_auto.json",
+                   "transformers_zero3.json"}));
 }
 
 TEST(Corpus, AutotuningFp16Z3) {

@@ -31,6 +31,27 @@ TEST(PrepareDataCommand, WritesBothFilesAndPrintsTheSummary) {
   EXPECT_EQ(TokenFile(dir.file("val.bin")).size(), 103);
 }
 
+// --tokenizer gpt2: GPT-2's BPE ids (those of "Hello, world!" are 15496, 11, 995, 0 in the
+// reference encoder), vocabulary 50257 in the header.
+TEST(PrepareDataCommand, Gpt2Tokenizer) {
+  TempDir dir;
+  write_file(dir.file("a.txt"), "Hello, world!");
+  write_file(dir.file("b.txt"), "Hello, world!");
+  auto r = run_deepshard({"prepare-data", dir.file("a.txt"), dir.file("b.txt"), "-o",
+                          dir.file("out.bin"), "--tokenizer", "gpt2"});
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  TokenFile train(dir.file("out.bin"));
+  EXPECT_EQ(train.vocab_size(), 50257);
+  ASSERT_EQ(train.size(), 4);
+  const std::vector<int64_t> expected = {15496, 11, 995, 0};
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(train.token(i), expected[size_t(i)]) << i;
+  auto bad = run_deepshard({"prepare-data", dir.file("a.txt"), dir.file("b.txt"), "-o",
+                            dir.file("x.bin"), "--tokenizer", "gpt3"});
+  EXPECT_NE(bad.exit_status, 0);
+  EXPECT_NE(bad.output.find("unknown tokenizer \"gpt3\" (byte or gpt2)"), std::string::npos)
+      << bad.output;
+}
+
 TEST(PrepareDataCommand, Help) {
   auto r = run_deepshard({"prepare-data", "--help"});
   EXPECT_EQ(r.exit_status, 0);

@@ -49,7 +49,7 @@ std::string join(const std::vector<std::string>& texts, const std::vector<size_t
 TEST(PrepareData, SpreadsTheValidationDocumentsEvenly) {
   TempDir dir;
   auto texts = make_docs(dir, 10);
-  PrepareOptions options{{dir.file("docs")}, dir.file("out/train.bin"), "", 0.2};
+  PrepareOptions options{{dir.file("docs")}, dir.file("out/train.bin"), "", 0.2, "byte", ""};
   PrepareSummary s = prepare_data(options);
   EXPECT_EQ(s.documents, 10);
   EXPECT_EQ(s.train_documents, 8);
@@ -69,11 +69,11 @@ TEST(PrepareData, SpreadsTheValidationDocumentsEvenly) {
 TEST(PrepareData, KeepsAtLeastOneDocumentInEachSplit) {
   TempDir dir;
   auto texts = make_docs(dir, 3);
-  PrepareSummary few = prepare_data({{dir.file("docs")}, dir.file("a.bin"), "", 0.01});
+  PrepareSummary few = prepare_data({{dir.file("docs")}, dir.file("a.bin"), "", 0.01, "byte", ""});
   EXPECT_EQ(few.train_documents, 2);
   EXPECT_EQ(few.valid_documents, 1);
-  PrepareSummary many =
-      prepare_data({{dir.file("docs")}, dir.file("b.bin"), dir.file("b_valid.bin"), 0.99});
+  PrepareSummary many = prepare_data(
+      {{dir.file("docs")}, dir.file("b.bin"), dir.file("b_valid.bin"), 0.99, "byte", ""});
   EXPECT_EQ(many.train_documents, 1);
   EXPECT_EQ(many.valid_documents, 2);
   EXPECT_EQ(decode_file(dir.file("b_valid.bin")), join(texts, {1, 2}));
@@ -84,8 +84,12 @@ TEST(PrepareData, FilesKeepCommandLineOrder) {
   write_file(dir.file("z.txt"), "zzz");
   write_file(dir.file("a.txt"), "aaa");
   write_file(dir.file("m.txt"), "mmm");
-  PrepareSummary s = prepare_data(
-      {{dir.file("z.txt"), dir.file("a.txt"), dir.file("m.txt")}, dir.file("o.bin"), "", 0.3});
+  PrepareSummary s = prepare_data({{dir.file("z.txt"), dir.file("a.txt"), dir.file("m.txt")},
+                                   dir.file("o.bin"),
+                                   "",
+                                   0.3,
+                                   "byte",
+                                   ""});
   EXPECT_EQ(decode_file(dir.file("o.bin")), "zzz\naaa");
   EXPECT_EQ(decode_file(dir.file("o.valid.bin")), "mmm");
   EXPECT_EQ(s.documents, 3);
@@ -96,7 +100,8 @@ TEST(PrepareData, SplitsASingleDocumentByTokens) {
   std::string text;
   for (int i = 0; i < 1000; ++i) text += static_cast<char>('a' + i % 26);
   write_file(dir.file("one.txt"), text);
-  PrepareSummary s = prepare_data({{dir.file("one.txt")}, dir.file("one.bin"), "", 0.1});
+  PrepareSummary s =
+      prepare_data({{dir.file("one.txt")}, dir.file("one.bin"), "", 0.1, "byte", ""});
   EXPECT_EQ(s.documents, 1);
   EXPECT_EQ(s.train_tokens, 900);
   EXPECT_EQ(s.valid_tokens, 100);
@@ -110,7 +115,7 @@ TEST(PrepareData, StripsBrownFiles) {
              "interest/nn ''/'' ./.\n\n");
   write_file(dir.file("ca02"), "\n\n\tIt/pps recommended/vbd that/cs Fulton/np act/vb ./.\n");
   PrepareSummary s =
-      prepare_data({{dir.file("ca01"), dir.file("ca02")}, dir.file("b.bin"), "", 0.5});
+      prepare_data({{dir.file("ca01"), dir.file("ca02")}, dir.file("b.bin"), "", 0.5, "byte", ""});
   EXPECT_EQ(decode_file(s.train_path), "The jury said, \"considering the widespread interest\".");
   EXPECT_EQ(decode_file(s.valid_path), "It recommended that Fulton act.");
 }
@@ -119,20 +124,26 @@ TEST(PrepareData, Errors) {
   TempDir dir;
   write_file(dir.file("a.txt"), "some text");
   try {
-    prepare_data({{dir.file("a.txt"), dir.file("missing.txt")}, dir.file("o.bin"), "", 0.1});
+    prepare_data(
+        {{dir.file("a.txt"), dir.file("missing.txt")}, dir.file("o.bin"), "", 0.1, "byte", ""});
     FAIL() << "no error";
   } catch (const IoError& e) {
     EXPECT_EQ(std::string(e.what()), dir.file("missing.txt") + ": no such file");
   }
   std::filesystem::create_directories(dir.file("empty_dir"));
-  EXPECT_THROW(prepare_data({{dir.file("empty_dir")}, dir.file("o.bin"), "", 0.1}), IoError);
-  EXPECT_THROW(prepare_data({{dir.file("a.txt")}, dir.file("o.bin"), "", 0.0}), UsageError);
-  EXPECT_THROW(prepare_data({{dir.file("a.txt")}, dir.file("o.bin"), "", 1.0}), UsageError);
-  EXPECT_THROW(prepare_data({{}, dir.file("o.bin"), "", 0.1}), UsageError);
-  EXPECT_THROW(prepare_data({{dir.file("a.txt")}, dir.file("o.bin"), dir.file("o.bin"), 0.1}),
+  EXPECT_THROW(prepare_data({{dir.file("empty_dir")}, dir.file("o.bin"), "", 0.1, "byte", ""}),
+               IoError);
+  EXPECT_THROW(prepare_data({{dir.file("a.txt")}, dir.file("o.bin"), "", 0.0, "byte", ""}),
                UsageError);
+  EXPECT_THROW(prepare_data({{dir.file("a.txt")}, dir.file("o.bin"), "", 1.0, "byte", ""}),
+               UsageError);
+  EXPECT_THROW(prepare_data({{}, dir.file("o.bin"), "", 0.1, "byte", ""}), UsageError);
+  EXPECT_THROW(
+      prepare_data({{dir.file("a.txt")}, dir.file("o.bin"), dir.file("o.bin"), 0.1, "byte", ""}),
+      UsageError);
   write_file(dir.file("x.txt"), "x");
-  EXPECT_THROW(prepare_data({{dir.file("x.txt")}, dir.file("o.bin"), "", 0.5}), IoError);
+  EXPECT_THROW(prepare_data({{dir.file("x.txt")}, dir.file("o.bin"), "", 0.5, "byte", ""}),
+               IoError);
   EXPECT_FALSE(std::filesystem::exists(dir.file("o.bin")));  // nothing written on failure
 }
 

@@ -77,6 +77,6 @@ std::string deepshard_exe() { return DS_EXE; }
 std::string faults_exe() { return DS_FAULTS_EXE; }
 std::string binary_dir() { return DS_BINARY_DIR; }
 std::string source_dir() { return DS_SOURCE_DIR; }
-std::string shared_dir() { return DS_SHARED_DIR; }
+std::string test_data_dir() { return std::string(DS_SOURCE_DIR) + "/tests/data"; }
 
 }  // namespace deepshard::testing

@@ -49,6 +49,6 @@ std::string deepshard_exe();
 std::string faults_exe();
 std::string binary_dir();  // the build directory (worker executables live in binary_dir()/tests)
 std::string source_dir();
-std::string shared_dir();  // ../shared beside the checkout
+std::string test_data_dir();  // tests/data of the checkout (see SOURCES.md in its folders)
 
 }  // namespace deepshard::testing

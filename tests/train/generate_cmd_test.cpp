@@ -34,6 +34,27 @@ TEST(GenerateCommand, TopOneSamplingIsDeterministicAndContinuesThePrompt) {
   EXPECT_EQ(a.output, b.output);
 }
 
+// A model with GPT-2's vocabulary reads and writes GPT-2's BPE (before: "ByteTokenizer::decode:
+// token ... outside the vocabulary (256)").
+TEST(GenerateCommand, Gpt2VocabularyUsesTheBpeTokenizer) {
+  TempDir dir;
+  config::ModelConfig m;
+  m.preset = "tiny";
+  m.vocab_size = 50257;
+  config::apply_model_preset(m);
+  models::Gpt model(train::gpt_config(m), 3);
+  const std::string weights = dir.file("bpe.safetensors");
+  checkpoint::save_gpt2_safetensors(model, weights);
+  const std::string run = dir.file("run.json");
+  write_file(run, R"({"model": {"preset": "tiny", "vocab_size": 50257}, "train_batch_size": 1})");
+  auto r = run_deepshard({"generate", "--weights", weights, "--config", run, "--prompt",
+                          "Hello, world", "--max-new-tokens", "8", "--top-k", "1"},
+                         120);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("Hello, world", 0), 0u) << r.output;
+  EXPECT_GE(r.output.size(), std::string("Hello, world\n").size() + 8) << r.output;
+}
+
 TEST(GenerateCommand, BadWeightsFailNamingTheFile) {
   TempDir dir;
   auto missing =

@@ -3,7 +3,7 @@
 // only interface ZeRO code uses: nothing outside src/comm includes c10d headers, so a faster
 // transport (shared memory, MPI, NCCL) can replace Gloo here alone.
 //
-// Semantics on this Gloo build (libtorch 1.13, see ../shared/design.md §1-2):
+// Semantics on this Gloo build (libtorch 1.13, see docs/design.md §1-2):
 //  - all_gather: `out` holds size() equal slices; slice r receives rank r's `in`.
 //  - reduce_scatter: `in` holds size() equal slices; `out` receives the sum over ranks of slice
 //    rank(). Built from all-to-all plus a local sum in fp32 (same bytes on the wire as a ring).

@@ -1,4 +1,4 @@
-// Typed DeepSpeed configuration. The JSON (DeepSpeed's schema, see ../shared/deepspeed-behavior.md
+// Typed DeepSpeed configuration. The JSON (DeepSpeed's schema, see docs/deepspeed-behavior.md
 // §1) is parsed once by load_ds_config() into these structs; each component receives only its own
 // struct. Defaults are DeepSpeed's code defaults (§1.3-1.5, §11.5); every field names its key.
 #pragma once

@@ -1,5 +1,5 @@
 // Reading and resolving configs. Every error names the file and the full key path; all errors of
-// a file are reported together. DeepSpeed semantics: ../shared/deepspeed-behavior.md §1.
+// a file are reported together. DeepSpeed semantics: docs/deepspeed-behavior.md §1.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -53,6 +53,10 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
 // Empty when the config can run. Kept in one table (src/config/support.cpp) that grows as
 // features land.
 std::vector<std::string> unsupported_features(const DsConfig& config);
+// The key paths of that table, and the keys accepted that change nothing in a run yet (both in
+// src/config/support.cpp; docs/config.md's status column follows them).
+std::vector<std::string> unsupported_keys();
+std::vector<std::string> ignored_keys();
 
 // Model size presets: "tiny" (~1M parameters), "small" (~10-20M), "gpt2" (124M). Fills the zero
 // fields of `model` from the preset; throws ConfigError for an unknown preset.

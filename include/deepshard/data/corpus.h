@@ -25,6 +25,8 @@ struct PrepareOptions {
   std::string output;               // token file for training
   std::string valid_output;         // "" = <output minus .bin>.valid.bin
   double valid_fraction = 0.05;     // the last fraction of the documents goes to validation
+  std::string tokenizer = "byte";   // "byte" or "gpt2" (data/tokenizer.h make_tokenizer)
+  std::string bpe_dir;              // gpt2's files ("" = default_gpt2_bpe_dir())
 };
 
 struct PrepareSummary {
@@ -40,7 +42,7 @@ struct PrepareSummary {
 // files inside it (recursively, hidden names skipped, sorted by path). The last
 // round(valid_fraction * documents) documents, at least one and leaving at least one, form the
 // validation split; a single document's token stream is split at the fraction instead. The
-// documents of a split are joined by a newline, byte-tokenized and written with
+// documents of a split are joined by a newline, tokenized (options.tokenizer) and written with
 // write_token_file. Throws IoError for unreadable inputs, UsageError for bad options.
 PrepareSummary prepare_data(const PrepareOptions& options);
 

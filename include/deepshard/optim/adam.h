@@ -1,5 +1,5 @@
 // Adam / AdamW on flat fp32 buffers (DeepSpeed's CPU Adam semantics,
-// ../shared/deepspeed-behavior.md §5.2). One flat parameter buffer is described by ranges, each
+// docs/deepspeed-behavior.md §5.2). One flat parameter buffer is described by ranges, each
 // with its own weight decay (no decay for biases and norms). The optimizer owns exp_avg and
 // exp_avg_sq for its buffer.
 #pragma once

@@ -1,5 +1,5 @@
 // Loss scaling for fp16 training: DeepSpeed's DynamicLossScaler and its static LossScaler
-// (../shared/deepspeed-behavior.md §4.1). The loss is multiplied by scale() before backward; at
+// (docs/deepspeed-behavior.md §4.1). The loss is multiplied by scale() before backward; at
 // every optimizer boundary, skipped steps included, the engine calls update_scale(overflow) once.
 // A static scaler (fp16 with a fixed loss_scale; 1.0 for bf16 and fp32) never changes.
 #pragma once

@@ -1,5 +1,5 @@
 // DeepSpeed's LR schedules (WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest) as pure
-// functions of the step (../shared/deepspeed-behavior.md §1.6). lr(t) is the rate used for
+// functions of the step (docs/deepspeed-behavior.md §1.6). lr(t) is the rate used for
 // optimizer step t (0-based, counting applied steps only). DeepSpeed's schedulers start with
 // last_batch_iteration = -1, apply the rate for iteration -1 at construction (the minimum lr for
 // WarmupLR/WarmupDecayLR/OneCycle/LRRangeTest, 0 for WarmupCosineLR) and are stepped after every

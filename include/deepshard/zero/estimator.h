@@ -1,4 +1,4 @@
-// Model-state memory per rank for ZeRO stages 0-3 (../shared/design.md §4, DeepSpeed's estimator
+// Model-state memory per rank for ZeRO stages 0-3 (docs/design.md §4, DeepSpeed's estimator
 // semantics), counted as deepshard allocates it: what parameters, gradients, fp32 master weights
 // and Adam state take on each rank, split into what stays on the device and what is offloaded to
 // host memory or NVMe; the communication staging buffers beside them; and the bytes each
