@@ -34,11 +34,13 @@ void FetchCheck::start(comm::Group& group, size_t unit) {
   hash_ = mix(hash_, unit);
   ++gathers_;
   if (group.size() == 1) return;
-  at::Tensor in = at::empty({3}, at::kLong);
-  for (int i = 0; i < 3; ++i) in[i] = mine[i];
-  p.tags = at::empty({group.size(), 3}, at::kLong);
+  if (!p.in.defined()) {
+    p.in = at::empty({3}, at::kLong);
+    p.tags = at::empty({group.size(), 3}, at::kLong);
+  }
+  for (int i = 0; i < 3; ++i) p.in.data_ptr<int64_t>()[i] = mine[i];
   p.rank = group.rank();
-  p.work = group.all_gather_async(p.tags, in);
+  p.work = group.all_gather_async(p.tags, p.in);
   p.active = true;
 }
 
@@ -47,8 +49,7 @@ void FetchCheck::finish(size_t unit) {
   if (!p.active) return;
   p.active = false;
   p.work.wait();
-  const at::Tensor tags = p.tags;
-  p.tags = at::Tensor();
+  const at::Tensor& tags = p.tags;
   const auto* t = tags.data_ptr<int64_t>();
   const int64_t n = tags.size(0);
   for (int64_t r = 1; r < n; ++r) {

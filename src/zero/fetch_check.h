@@ -36,6 +36,9 @@ class FetchCheck {
  private:
   struct Pending {
     comm::Work work;
+    // Allocated at the unit's first check and reused: a fresh pair per gather would be counted as
+    // activations by the activation meter while a prefetched check is pending at a forward's end.
+    at::Tensor in;    // [3]
     at::Tensor tags;  // [size, 3]
     int rank = 0;
     bool active = false;
