@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build ccache git pkg-config
           libtorch-dev libgloo-dev libopenblas0-pthread nlohmann-json3-dev
           libgtest-dev libgmock-dev libbenchmark-dev libaio-dev
+          libdnnl-dev   # oneDNN's headers: fp32 Linear layers on dnnl_sgemm (kernels/linear.h)
           libprotobuf-dev protobuf-compiler
           chromium      # the browser test of `deepshard report` (tests/cli/report_test.cpp)
           openmpi-bin slurm-wlm)  # the real mpirun/srun tests (tests/train/multinode_test.cpp)

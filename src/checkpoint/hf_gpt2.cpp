@@ -53,7 +53,7 @@ void save_gpt2_safetensors(const models::Gpt& model, const std::string& path,
   save_gpt2_safetensors(params, path, dtype);
 }
 
-void load_gpt2_safetensors(models::Gpt& model, const std::string& path) {
+void load_gpt2_safetensors(models::GptImpl& model, const std::string& path) {
   SafetensorsContent file = load_safetensors(path);
   // Strip the GPT2LMHeadModel prefix so both file flavours map to our names.
   TensorMap by_name;
@@ -64,7 +64,7 @@ void load_gpt2_safetensors(models::Gpt& model, const std::string& path) {
   }
   torch::NoGradGuard no_grad;
   std::set<std::string> used;
-  for (auto& p : model->named_parameters()) {
+  for (auto& p : model.named_parameters()) {
     const std::string hf = hf_gpt2_name(p.key());
     auto it = by_name.find(p.key());
     DS_CHECK(it != by_name.end(), IoError, path, ": missing tensor '", hf, "'");

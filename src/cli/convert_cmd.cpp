@@ -1,7 +1,9 @@
 // `deepshard convert CKPT --to safetensors OUT [--dtype fp32|bf16|fp16] [--tag TAG]`: writes a
 // checkpoint's consolidated weights (its fp32 masters, assembled from every rank's shard file) as
-// one Hugging Face GPT-2 safetensors file, the format `model.init_from` and `generate --weights`
-// read. No engine and no ranks are needed: any world size and stage converts the same way.
+// one Hugging Face safetensors file with the names of the checkpoint's architecture (GPT-2 or
+// Llama, from the model section saved with it), the format `model.init_from` and
+// `generate --weights` read. No engine and no ranks are needed: any world size and stage converts
+// the same way.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -9,7 +11,7 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "deepshard/checkpoint/engine_checkpoint.h"
-#include "deepshard/checkpoint/hf_gpt2.h"
+#include "deepshard/checkpoint/hf_weights.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::cli {
@@ -19,8 +21,10 @@ const char* kUsage =
     "usage: deepshard convert CKPT --to safetensors OUT [--dtype fp32|bf16|fp16] [--tag TAG]\n"
     "\n"
     "CKPT is a checkpoint directory (its 'latest' tag, or --tag) or one tag directory. Writes the\n"
-    "consolidated weights with Hugging Face GPT-2 names and layout (Conv1D weights transposed,\n"
-    "no lm_head: it is tied to wte) in the given dtype (default fp32).\n";
+    "consolidated weights with Hugging Face names and layout in the given dtype (default fp32):\n"
+    "GPT-2's (transformer.*, Conv1D weights transposed, no lm_head: it is tied to wte) or\n"
+    "Llama's (model.embed_tokens, model.layers.N.*, model.norm, lm_head), as the checkpoint's\n"
+    "model.arch says.\n";
 
 at::ScalarType parse_dtype(const std::string& name) {
   if (name == "fp32") return at::kFloat;
@@ -53,9 +57,14 @@ int run_convert_command(const Args& args) {
   const std::string& out = parser.positional()[1];
   checkpoint::CheckpointReader reader(dir);
   const auto weights = reader.consolidated_weights();
-  checkpoint::save_gpt2_safetensors(weights, out, dtype);
-  std::printf("%s: %zu tensors from %s (saved by %d rank(s), ZeRO stage %d)\n", out.c_str(),
-              weights.size(), dir.c_str(), reader.world_size(), reader.zero_stage());
+  // Checkpoints written before model.arch existed hold a GPT.
+  const auto& client = reader.client_state();
+  const std::string arch = client.contains("model")
+                               ? client.at("model").value("arch", std::string("gpt"))
+                               : std::string("gpt");
+  checkpoint::save_hf_safetensors(arch, weights, out, dtype);
+  std::printf("%s: %zu tensors (%s) from %s (saved by %d rank(s), ZeRO stage %d)\n", out.c_str(),
+              weights.size(), arch.c_str(), dir.c_str(), reader.world_size(), reader.zero_stage());
   return 0;
 }
 

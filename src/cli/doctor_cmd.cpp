@@ -1,6 +1,7 @@
 // `deepshard doctor [--ranks N]`: what this machine gives a rank: CPU model and ISA, the OpenBLAS
 // kernels (and whether deepshard replaced a generic fallback core), threads per rank, the oneDNN
-// version, measured fp32 and bf16 matmul GFLOP/s with those threads, and the faster precision.
+// version and whether the fp32 Linear layers run on its sgemm (numerically checked), measured fp32
+// and bf16 matmul GFLOP/s with those threads, and the faster precision.
 #include <cstdio>
 #include <string>
 
@@ -8,6 +9,7 @@
 #include "cli/commands.h"
 #include "deepshard/platform/blas_kernels.h"
 #include "deepshard/platform/cpu_info.h"
+#include "deepshard/platform/dnnl_sgemm.h"
 #include "deepshard/train/matmul_peak.h"
 #include "deepshard/util/error.h"
 
@@ -20,7 +22,8 @@ const char* kUsage =
     "Prints the CPU model and vector ISA, the OpenBLAS core in use (a generic fallback core on an\n"
     "AVX2/AVX-512 CPU is replaced by the matching OPENBLAS_CORETYPE, as `deepshard launch` does for\n"
     "its ranks, unless OPENBLAS_CORETYPE is set), the threads each of N local ranks gets (cores / N,\n"
-    "default N = 1), the oneDNN version, and the fp32 and bf16 GFLOP/s of an SxS matmul (default\n"
+    "default N = 1), the oneDNN version, whether fp32 Linear layers run on oneDNN's sgemm (checked\n"
+    "against a double-precision reference), and the fp32 and bf16 GFLOP/s of an SxS matmul (default\n"
     "1024) with that many threads: the peak `deepshard train` reports MFU against. It ends with the\n"
     "precision that is faster here (bf16.enabled in the run file).\n";
 
@@ -51,6 +54,7 @@ int run_doctor_command(const Args& args) {
   std::printf("openblas core:    %s\n", platform::openblas_corename().c_str());
   std::printf("threads per rank: %d (%lld local rank(s))\n", threads, static_cast<long long>(ranks));
   std::printf("onednn:           %s\n", onednn.empty() ? "not loaded" : onednn.c_str());
+  std::printf("linear layers:    %s\n", platform::dnnl_sgemm_status().c_str());
   std::fflush(stdout);
   const double fp32 = train::measure_matmul_gflops(at::kFloat, size, 1.0);
   std::printf("matmul fp32:      %.1f GFLOP/s (%lldx%lld, %d thread(s))\n", fp32,

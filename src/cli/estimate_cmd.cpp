@@ -1,8 +1,8 @@
 // `deepshard estimate --params P --ranks N [--stage S] [--offload none|cpu|nvme]
 // [--dtype bf16|fp16|fp32] ...`: model-state memory per rank for ZeRO stages 0-3 (design §4), as
-// deepshard allocates it, and stage 2's communication buffers. With --model (a GPT preset and
-// sizes): the activation memory of a micro-batch with and without activation checkpointing, and
-// with --budget the largest micro-batch that fits.
+// deepshard allocates it, and stage 2's communication buffers. With --model (a preset and sizes;
+// --arch gpt or llama): the parameter count; for GPT also the activation memory of a micro-batch
+// with and without activation checkpointing, and with --budget the largest micro-batch that fits.
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/models/gpt_memory.h"
+#include "deepshard/train/model_factory.h"
 #include "deepshard/util/error.h"
 #include "deepshard/zero/estimator.h"
 
@@ -27,6 +28,9 @@ const char* kUsage =
     "       deepshard estimate --model tiny|small|gpt2 [--n-layer L] [--n-head H] [--n-embd C]\n"
     "                          [--vocab-size V] [--dropout P] [--seq T] [--micro-batch B]\n"
     "                          [--number-checkpoints K] [--budget BYTES] [--ranks N] ...\n"
+    "       deepshard estimate --arch llama --model tiny|small [--n-layer L] [--n-head H]\n"
+    "                          [--n-kv-head K] [--n-embd C] [--intermediate-size I]\n"
+    "                          [--vocab-size V] [--tie-word-embeddings] [--ranks N] ...\n"
     "\n"
     "Prints the memory that parameters, gradients, fp32 master weights and Adam state take on\n"
     "each of N data-parallel ranks for a model of P parameters (1.3e9 is accepted), for ZeRO\n"
@@ -49,7 +53,10 @@ const char* kUsage =
     "without activation checkpointing and with it (every block recomputed, or the first\n"
     "--number-checkpoints). --budget (bytes per rank, 24e9 accepted) prints the largest\n"
     "micro-batch whose model states (at --stage, default 0) and activations fit, with and "
-    "without.\n";
+    "without.\n"
+    "--arch llama --model (a Llama preset, sizes overriding it) gives --params the Llama's\n"
+    "parameter count (untied head unless --tie-word-embeddings); its activations are not\n"
+    "modelled (the GPT-only options are refused).\n";
 
 config::DType parse_dtype(const std::string& s, const char* option) {
   if (s == "fp32") return config::DType::kFp32;
@@ -80,8 +87,36 @@ std::string human(int64_t bytes) {
 
 int64_t dtype_bytes(config::DType d) { return d == config::DType::kFp32 ? 4 : 2; }
 
+// --arch llama --model and the sizes that override it: the parameter count.
+int64_t llama_params_of(const ArgParser& parser) {
+  DS_CHECK(parser.has("model"), UsageError, "--arch llama needs --model");
+  for (const char* o : {"dropout", "seq", "micro-batch", "number-checkpoints", "budget"})
+    DS_CHECK(!parser.has(o), UsageError, "--", o,
+             ": the activation estimate models GPT only (not --arch llama)");
+  config::ModelConfig m;
+  m.arch = "llama";
+  m.preset = *parser.get("model");
+  config::apply_model_preset(m);  // throws ConfigError for an unknown preset
+  m.n_layer = parser.get_int("n-layer", m.n_layer);
+  m.n_head = parser.get_int("n-head", m.n_head);
+  m.n_kv_head = parser.get_int("n-kv-head", m.n_kv_head);
+  m.n_embd = parser.get_int("n-embd", m.n_embd);
+  m.intermediate_size = parser.get_int("intermediate-size", m.intermediate_size);
+  m.vocab_size = parser.get_int("vocab-size", m.vocab_size);
+  m.tie_word_embeddings = parser.has("tie-word-embeddings");
+  DS_CHECK(m.n_layer > 0 && m.n_head > 0 && m.n_kv_head > 0 && m.n_embd > 0 &&
+               m.intermediate_size > 0 && m.vocab_size > 0 && m.n_embd % m.n_head == 0 &&
+               m.n_head % m.n_kv_head == 0,
+           UsageError,
+           "--n-layer, --n-head, --n-kv-head, --n-embd, --intermediate-size, --vocab-size must be "
+           "positive, n_embd a multiple of n_head and n_head of n_kv_head");
+  return train::parameter_count(m);
+}
+
 // --model and the sizes that override it.
 std::optional<models::GptConfig> model_of(const ArgParser& parser) {
+  for (const char* o : {"n-kv-head", "intermediate-size", "tie-word-embeddings"})
+    DS_CHECK(!parser.has(o), UsageError, "--", o, " is for --arch llama");
   if (!parser.has("model")) {
     for (const char* o : {"n-layer", "n-head", "n-embd", "vocab-size", "dropout", "seq",
                           "micro-batch", "number-checkpoints", "budget"})
@@ -152,18 +187,46 @@ void print_activations(const ArgParser& parser, const models::GptConfig& c,
 }  // namespace
 
 int run_estimate_command(const Args& args) {
-  ArgParser parser({"params", "ranks", "stage", "offload", "offload-param", "dtype", "grad-dtype",
-                    "reduce-bucket-size", "accumulation", "sub-group-size", "buffer-count",
-                    "largest-layer", "model", "n-layer", "n-head", "n-embd", "vocab-size",
-                    "dropout", "seq", "micro-batch", "number-checkpoints", "budget"},
-                   {"help", "overlap-comm", "no-reduce-scatter"});
+  ArgParser parser({"params",
+                    "ranks",
+                    "stage",
+                    "offload",
+                    "offload-param",
+                    "dtype",
+                    "grad-dtype",
+                    "reduce-bucket-size",
+                    "accumulation",
+                    "sub-group-size",
+                    "buffer-count",
+                    "largest-layer",
+                    "model",
+                    "n-layer",
+                    "n-head",
+                    "n-embd",
+                    "vocab-size",
+                    "dropout",
+                    "seq",
+                    "micro-batch",
+                    "number-checkpoints",
+                    "budget",
+                    "arch",
+                    "n-kv-head",
+                    "intermediate-size"},
+                   {"help", "overlap-comm", "no-reduce-scatter", "tie-word-embeddings"});
   parser.parse(args);
   if (parser.print_help_if_asked(kUsage)) return 0;
   parser.reject_positional();
-  const auto model = model_of(parser);
+  const std::string arch = parser.get("arch").value_or("gpt");
+  DS_CHECK(arch == "gpt" || arch == "llama", UsageError, "--arch: expected gpt or llama, got '",
+           arch, "'");
+  const auto model = arch == "gpt" ? model_of(parser) : std::nullopt;
+  const int64_t model_params = arch == "llama" ? llama_params_of(parser)
+                               : model         ? models::gpt_parameter_count(*model)
+                                               : -1;
   zero::EstimateInput in;
-  in.num_params = parser.get_int("params", model ? models::gpt_parameter_count(*model) : -1);
-  DS_CHECK(parser.has("params") || model, UsageError, "missing required option --params");
+  in.num_params = parser.get_int("params", model_params);
+  DS_CHECK(parser.has("params") || model_params > 0, UsageError,
+           "missing required option --params");
   DS_CHECK(in.num_params > 0, UsageError, "--params must be positive");
   in.world_size = parser.get_int("ranks", 1);
   DS_CHECK(in.world_size >= 1, UsageError, "--ranks must be at least 1");
@@ -206,18 +269,17 @@ int run_estimate_command(const Args& args) {
                 stage == marked ? "* " : "  ", stage, human(e.params).c_str(),
                 human(e.grads).c_str(), human(e.master).c_str(), human(e.optimizer).c_str(),
                 human(e.on_device()).c_str(), human(host).c_str(), human(nvme).c_str(),
-                human(e.swap_buffers).c_str(), human(e.comm_buffers).c_str(),
-                human(moved).c_str());
+                human(e.swap_buffers).c_str(), human(e.comm_buffers).c_str(), human(moved).c_str());
   }
   if (parser.has("largest-layer")) {
     const int64_t largest = parser.get_int("largest-layer", 0);
     DS_CHECK(largest > 0, UsageError, "--largest-layer must be positive");
     in.stage = 3;
     const auto ours = zero::estimate_model_states(in);
-    const auto ds = zero::deepspeed_zero3_estimate(
-        in.num_params, largest, in.world_size, 1,
-        in.offload_optimizer != config::OffloadDevice::kNone,
-        in.offload_param != config::OffloadDevice::kNone);
+    const auto ds =
+        zero::deepspeed_zero3_estimate(in.num_params, largest, in.world_size, 1,
+                                       in.offload_optimizer != config::OffloadDevice::kNone,
+                                       in.offload_param != config::OffloadDevice::kNone);
     int64_t host = 0, nvme = 0;
     for (const auto* p : {&ours.params_at, &ours.grads_at, &ours.master_at, &ours.optimizer_at}) {
       host += p->host;

@@ -1,9 +1,10 @@
 // `deepshard generate (--weights FILE | --checkpoint DIR) --prompt TEXT [--model PRESET |
 // --config RUN.json] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]`: prints a
-// continuation of the prompt sampled from Hugging Face GPT-2 safetensors weights (model.init_from's
-// format) or from a deepshard checkpoint (its consolidated fp32 weights; the model sizes come from
-// the run's model section saved with it), with the tokenizer of the model's vocabulary (256: bytes,
-// 50257: GPT-2's BPE).
+// continuation of the prompt sampled from Hugging Face safetensors weights (model.init_from's
+// format: GPT-2 or Llama names, as the model's arch) or from a deepshard checkpoint (its
+// consolidated fp32 weights; the model's architecture and sizes come from the run's model section
+// saved with it), with the tokenizer of the model's vocabulary (256: bytes, 50257: GPT-2's BPE).
+// --temperature 0 is greedy (argmax) decoding.
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -13,11 +14,10 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "deepshard/checkpoint/engine_checkpoint.h"
-#include "deepshard/checkpoint/hf_gpt2.h"
+#include "deepshard/checkpoint/hf_weights.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/data/tokenizer.h"
-#include "deepshard/models/gpt.h"
-#include "deepshard/train/trainer.h"
+#include "deepshard/train/model_factory.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::cli {
@@ -26,14 +26,15 @@ namespace {
 const char* kUsage =
     "usage: deepshard generate (--weights FILE.safetensors | --checkpoint DIR) --prompt TEXT\n"
     "                          [--model PRESET | --config RUN.json] [--max-new-tokens N]\n"
-    "                          [--temperature T] [--top-k K] [--seed S]\n"
+    "                          [--temperature T] [--top-k K] [--seed S] [--bpe-dir DIR]\n"
     "\n"
-    "Builds the model (a preset: tiny, small, gpt2; or the model section of a run config; with\n"
-    "--checkpoint, by default the model section saved in the checkpoint), loads Hugging Face\n"
-    "GPT-2 safetensors weights or a deepshard checkpoint (a checkpoint directory's latest tag,\n"
-    "or one tag directory) into it and prints the prompt followed by N sampled tokens (default\n"
-    "200, temperature 0.8, top-k 40, seed 1234). A model with 256 tokens reads bytes, one with\n"
-    "50257 GPT-2's BPE (--bpe-dir DIR: the folder of its encoder.json and vocab.bpe).\n";
+    "Builds the model (a GPT preset: tiny, small, gpt2; or the model section of a run config,\n"
+    "GPT or Llama; with --checkpoint, by default the model section saved in the checkpoint),\n"
+    "loads Hugging Face safetensors weights (GPT-2 or Llama names, as model.arch) or a deepshard\n"
+    "checkpoint (a checkpoint directory's latest tag, or one tag directory) into it and prints\n"
+    "the prompt followed by N sampled tokens (default 200, temperature 0.8, top-k 40, seed 1234;\n"
+    "temperature 0: greedy). A model with 256 tokens reads bytes, one with 50257 GPT-2's BPE\n"
+    "(--bpe-dir DIR: the folder of its encoder.json and vocab.bpe).\n";
 
 config::ModelConfig model_config(const ArgParser& parser,
                                  const checkpoint::CheckpointReader* reader) {
@@ -43,16 +44,8 @@ config::ModelConfig model_config(const ArgParser& parser,
     return config::parse_run_config(config::read_json_file(*path), 1, nullptr, *path).model;
   }
   if (reader != nullptr && !parser.has("model") && reader->client_state().contains("model")) {
-    // The sizes `deepshard train` saved with the checkpoint.
-    const nlohmann::json& saved = reader->client_state().at("model");
-    config::ModelConfig model;
-    model.n_layer = saved.at("n_layer").get<int64_t>();
-    model.n_head = saved.at("n_head").get<int64_t>();
-    model.n_embd = saved.at("n_embd").get<int64_t>();
-    model.block_size = saved.at("block_size").get<int64_t>();
-    model.vocab_size = saved.at("vocab_size").get<int64_t>();
-    model.bias = saved.at("bias").get<bool>();
-    return model;
+    // The architecture and sizes `deepshard train` saved with the checkpoint.
+    return train::model_from_saved_json(reader->client_state().at("model"));
   }
   config::ModelConfig model;
   model.preset = parser.get("model").value_or("tiny");
@@ -78,23 +71,23 @@ int run_generate_command(const Args& args) {
   const int64_t max_new = parser.get_int("max-new-tokens", 200);
   DS_CHECK(max_new >= 0, UsageError, "--max-new-tokens must be >= 0");
   const double temperature = parser.get_double("temperature", 0.8);
-  DS_CHECK(temperature > 0, UsageError, "--temperature must be > 0");
+  DS_CHECK(temperature >= 0, UsageError, "--temperature must be >= 0 (0: greedy)");
 
   std::unique_ptr<checkpoint::CheckpointReader> reader;
   if (checkpoint_path)
     reader =
         std::make_unique<checkpoint::CheckpointReader>(checkpoint_tag_dir(*checkpoint_path, ""));
-  models::Gpt model(train::gpt_config(model_config(parser, reader.get())), /*seed=*/0);
+  const auto model = train::make_model(model_config(parser, reader.get()), /*seed=*/0);
   if (reader) {
     std::map<std::string, at::Tensor> params;
     for (const auto& p : model->named_parameters()) params.emplace(p.key(), p.value());
     checkpoint::load_consolidated_weights(*reader, params);
   } else {
-    checkpoint::load_gpt2_safetensors(model, *weights);
+    checkpoint::load_hf_safetensors(*model, *weights);
   }
   model->eval();
   const auto tokenizer =
-      data::tokenizer_for_vocab(model->config().vocab_size, parser.get("bpe-dir").value_or(""));
+      data::tokenizer_for_vocab(model->vocab_size(), parser.get("bpe-dir").value_or(""));
   auto prompt16 = tokenizer->encode(*prompt_text);
   std::vector<int64_t> prompt(prompt16.begin(), prompt16.end());
   auto tokens = model->generate(prompt, max_new, temperature, parser.get_int("top-k", 40),

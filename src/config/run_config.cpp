@@ -1,6 +1,7 @@
 // Run files: deepshard's own sections (model, data, train, comm) with the same strictness as the
 // DeepSpeed keys, model presets, and the resolved JSON of the whole run. The train section's
 // values fill the DeepSpeed "auto" entries (auto_values.cpp).
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "config/sections.h"
@@ -12,39 +13,55 @@ namespace deepshard::config {
 namespace {
 
 struct Preset {
+  const char* arch;
   const char* name;
   int64_t n_layer, n_head, n_embd, block_size;
+  int64_t n_kv_head = 0, intermediate_size = 0;  // llama only
 };
 
-// Parameter counts with the byte-level vocabulary (256) and tied embeddings:
-// tiny ~0.84M, small ~10.8M, gpt2 ~85.8M (124M with vocab_size 50257).
+// Parameter counts with the byte-level vocabulary (256). gpt (tied embeddings): tiny ~0.84M,
+// small ~10.8M, gpt2 ~85.8M (124M with vocab_size 50257). llama (untied head; intermediate_size
+// about 8/3 n_embd as in Llama): tiny ~0.79M, small ~9.6M.
 const Preset kPresets[] = {
-    {"tiny", 4, 4, 128, 128},
-    {"small", 6, 6, 384, 256},
-    {"gpt2", 12, 12, 768, 1024},
+    {"gpt", "tiny", 4, 4, 128, 128},
+    {"gpt", "small", 6, 6, 384, 256},
+    {"gpt", "gpt2", 12, 12, 768, 1024},
+    {"llama", "tiny", 4, 4, 128, 128, 2, 344},
+    {"llama", "small", 6, 6, 384, 256, 2, 1024},
 };
 
-const Preset* find_preset(const std::string& name) {
+const std::vector<std::string> kArchs = {"gpt", "llama"};
+
+const Preset* find_preset(const std::string& arch, const std::string& name) {
   for (const Preset& p : kPresets) {
-    if (name == p.name) return &p;
+    if (arch == p.arch && name == p.name) return &p;
   }
   return nullptr;
 }
 
-std::vector<std::string> preset_names() {
+std::vector<std::string> preset_names(const std::string& arch = "") {
   std::vector<std::string> names;
-  for (const Preset& p : kPresets) names.emplace_back(p.name);
+  for (const Preset& p : kPresets) {
+    const bool listed = std::find(names.begin(), names.end(), p.name) != names.end();
+    if ((arch.empty() || arch == p.arch) && !listed) names.emplace_back(p.name);
+  }
   return names;
 }
 
 template <typename S, typename C>
 void visit_model(S& s, C& m) {
   const detail::Check kPositive = detail::Check::at_least(1);
+  s.field("arch", m.arch, detail::Check::one_of(kArchs));
   s.field("preset", m.preset, detail::Check::one_of(preset_names()));
   s.field("n_layer", m.n_layer, kPositive);
   s.field("n_head", m.n_head, kPositive);
   s.field("n_embd", m.n_embd, kPositive);
   s.field("block_size", m.block_size, kPositive);
+  s.field("n_kv_head", m.n_kv_head, detail::Check::at_least(0));  // 0: the preset's
+  s.field("intermediate_size", m.intermediate_size, detail::Check::at_least(0));
+  s.field("rope_theta", m.rope_theta, detail::Check::above(0.0));
+  s.field("rms_norm_eps", m.rms_norm_eps, detail::Check::above(0.0));
+  s.field("tie_word_embeddings", m.tie_word_embeddings);
   s.field("vocab_size", m.vocab_size, kPositive);
   s.field("dropout", m.dropout, detail::Check::between(0.0, 1.0));
   s.field("bias", m.bias);
@@ -104,19 +121,66 @@ void visit_run_sections(S& root, R& run, Visit&& visit) {
   visit(root.child("comm"), run.comm, [](auto& s, auto& v) { visit_comm(s, v); });
 }
 
+// Presets applied, then what each architecture needs of the sizes.
+void check_model(ModelConfig& m, detail::Diagnostics& diag) {
+  if (find_preset(m.arch, m.preset) == nullptr) {
+    const auto names = preset_names();  // an unknown name is reported by the field check
+    if (std::find(names.begin(), names.end(), m.preset) != names.end())
+      diag.error("model.preset",
+                 "no preset \"" + m.preset + "\" for model.arch \"" + m.arch + "\"");
+    return;
+  }
+  apply_model_preset(m);
+  if (m.n_head > 0 && m.n_embd % m.n_head != 0) {
+    diag.error("model.n_embd", std::to_string(m.n_embd) + " is not divisible by model.n_head = " +
+                                   std::to_string(m.n_head));
+  }
+  const std::string only_llama = "only for model.arch \"llama\" (model.arch is \"gpt\")";
+  if (m.arch == "gpt") {
+    if (m.n_kv_head != 0) diag.error("model.n_kv_head", only_llama);
+    if (m.intermediate_size != 0)
+      diag.error("model.intermediate_size", only_llama + "; gpt's MLP is 4 x n_embd wide");
+    if (m.rope_theta) diag.error("model.rope_theta", only_llama);
+    if (m.rms_norm_eps) diag.error("model.rms_norm_eps", only_llama);
+    if (m.tie_word_embeddings && !*m.tie_word_embeddings)
+      diag.error("model.tie_word_embeddings", "gpt's head is always tied to wte");
+    return;
+  }
+  if (m.bias.value_or(false))
+    diag.error("model.bias",
+               "model.arch \"llama\" has no biases (Hugging Face's attention_bias "
+               "and mlp_bias false)");
+  if (m.dropout != 0.0)
+    diag.error("model.dropout", "model.arch \"llama\" has no dropout (only 0 is accepted)");
+  if (m.n_kv_head > 0 && m.n_head % m.n_kv_head != 0) {
+    diag.error("model.n_kv_head", std::to_string(m.n_kv_head) + " does not divide model.n_head = " +
+                                      std::to_string(m.n_head));
+  }
+  if (m.n_head > 0 && m.n_embd % m.n_head == 0 && (m.n_embd / m.n_head) % 2 != 0) {
+    diag.error("model.n_embd",
+               "the head size n_embd / n_head = " + std::to_string(m.n_embd / m.n_head) +
+                   " must be even (rotary embeddings rotate pairs)");
+  }
+}
+
 }  // namespace
 
 void apply_model_preset(ModelConfig& model) {
-  const Preset* preset = find_preset(model.preset);
+  const Preset* preset = find_preset(model.arch, model.preset);
   if (preset == nullptr) {
-    throw ConfigError("model.preset: unknown preset \"" + model.preset + "\"" +
-                      detail::did_you_mean(model.preset, preset_names()) +
-                      "; presets: tiny, small, gpt2");
+    std::string names;
+    for (const std::string& n : preset_names(model.arch)) names += (names.empty() ? "" : ", ") + n;
+    throw ConfigError("model.preset: unknown preset \"" + model.preset + "\" for model.arch \"" +
+                      model.arch + "\"" +
+                      detail::did_you_mean(model.preset, preset_names(model.arch)) +
+                      "; presets: " + names);
   }
   if (model.n_layer == 0) model.n_layer = preset->n_layer;
   if (model.n_head == 0) model.n_head = preset->n_head;
   if (model.n_embd == 0) model.n_embd = preset->n_embd;
   if (model.block_size == 0) model.block_size = preset->block_size;
+  if (model.n_kv_head == 0) model.n_kv_head = preset->n_kv_head;
+  if (model.intermediate_size == 0) model.intermediate_size = preset->intermediate_size;
 }
 
 RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
@@ -132,12 +196,7 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
     visit_one(s, value);
     s.finish();
   });
-  if (find_preset(run.model.preset) != nullptr) apply_model_preset(run.model);
-  if (run.model.n_head > 0 && run.model.n_embd % run.model.n_head != 0) {
-    diag.error("model.n_embd",
-               std::to_string(run.model.n_embd) +
-                   " is not divisible by model.n_head = " + std::to_string(run.model.n_head));
-  }
+  check_model(run.model, diag);
 
   ResolveContext context;
   context.dp_world_size = dp_world_size;

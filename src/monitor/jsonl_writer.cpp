@@ -15,12 +15,18 @@ JsonlWriter::JsonlWriter(const std::string& path, bool append) : path_(path) {
   DS_CHECK(file_ != nullptr, IoError, path, ": cannot open for writing: ", std::strerror(errno));
 }
 
+namespace {
+// Strings may hold bytes that are not UTF-8 (a text sample decoded from byte tokens): they are
+// written as U+FFFD instead of failing the write (nlohmann's default throws).
+constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
+}  // namespace
+
 JsonlWriter::~JsonlWriter() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
 void JsonlWriter::write(const nlohmann::json& record) {
-  std::string line = record.dump() + "\n";
+  std::string line = record.dump(-1, ' ', false, kReplaceInvalidUtf8) + "\n";
   bool ok =
       std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fflush(file_) == 0;
   DS_CHECK(ok, IoError, path_, ": write failed: ", std::strerror(errno));
@@ -31,7 +37,7 @@ void write_json_file(const std::string& path, const nlohmann::json& value) {
   {
     std::ofstream out(tmp, std::ios::trunc);
     DS_CHECK(out.good(), IoError, tmp, ": cannot open for writing: ", std::strerror(errno));
-    out << value.dump(2) << "\n";
+    out << value.dump(2, ' ', false, kReplaceInvalidUtf8) << "\n";
     out.flush();
     DS_CHECK(out.good(), IoError, tmp, ": write failed");
   }

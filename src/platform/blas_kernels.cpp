@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "deepshard/util/error.h"
+#include "platform/sgemm_check.h"
 
 namespace deepshard::platform {
 namespace {
@@ -26,49 +27,10 @@ using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const
 using SgemvFn = void (*)(const char*, const int*, const int*, const float*, const float*,
                          const int*, const float*, const int*, const float*, float*, const int*);
 
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (auto& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = static_cast<float>(static_cast<int32_t>(seed >> 8) % 2001) / 1000.0f - 1.0f;
-  }
-  return v;
-}
-
-// C = A·B with A m×k (or its transpose stored k×m), B k×n (or n×k), column-major; checks every
-// element against a double sum within 1e-4 of sum |a||b| (wrong kernels are far off).
-bool check_sgemm(SgemmFn sgemm, int m, int n, int k, bool ta, bool tb, std::string* detail) {
-  const int lda = ta ? k : m, ldb = tb ? n : k, ldc = m;
-  const auto a = random_values(size_t(lda) * (ta ? m : k), 1u + m * 7u + k);
-  const auto b = random_values(size_t(ldb) * (tb ? k : n), 2u + n * 13u + k);
-  std::vector<float> c(size_t(ldc) * n, 0.5f);
-  const float alpha = 1.0f, beta = 0.0f;
-  sgemm(ta ? "T" : "N", tb ? "T" : "N", &m, &n, &k, &alpha, a.data(), &lda, b.data(), &ldb, &beta,
-        c.data(), &ldc);
-  for (int j = 0; j < n; ++j) {
-    for (int i = 0; i < m; ++i) {
-      double sum = 0, scale = 0;
-      for (int p = 0; p < k; ++p) {
-        const double x = ta ? a[size_t(i) * lda + p] : a[size_t(p) * lda + i];
-        const double y = tb ? b[size_t(p) * ldb + j] : b[size_t(j) * ldb + p];
-        sum += x * y;
-        scale += std::fabs(x * y);
-      }
-      const double got = c[size_t(j) * ldc + i];
-      if (!(std::fabs(got - sum) <= 1e-4 * scale + 1e-6)) {
-        *detail = detail::concat("sgemm ", ta ? 'T' : 'N', tb ? 'T' : 'N', " m=", m, " n=", n,
-                                 " k=", k, ": C[", i, ",", j, "] = ", got, ", expected ", sum);
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
 bool check_sgemv(SgemvFn sgemv, int m, int n, bool trans, std::string* detail) {
-  const auto a = random_values(size_t(m) * n, 3u + m);
+  const auto a = sgemm_check::random_values(size_t(m) * n, 3u + m);
   const int len_x = trans ? m : n, len_y = trans ? n : m, inc = 1;
-  const auto x = random_values(size_t(len_x), 4u + n);
+  const auto x = sgemm_check::random_values(size_t(len_x), 4u + n);
   std::vector<float> y(size_t(len_y), 0.5f);
   const float alpha = 1.0f, beta = 0.0f;
   sgemv(trans ? "T" : "N", &m, &n, &alpha, a.data(), &m, x.data(), &inc, &beta, y.data(), &inc);
@@ -177,14 +139,12 @@ bool blas_numerically_correct(std::string* detail) {
     *detail = "no sgemm_/sgemv_ in this process";
     return false;
   }
-  struct Case { int m, n, k; bool ta, tb; };
-  static const Case kCases[] = {{1, 1, 1, false, false},    {7, 13, 5, false, false},
-                                {64, 64, 64, false, true},  {67, 45, 129, true, false},
-                                {128, 96, 256, false, false}, {33, 257, 70, true, true},
-                                {256, 16, 384, false, true}};
-  for (const auto& c : kCases) {
-    if (!check_sgemm(sgemm, c.m, c.n, c.k, c.ta, c.tb, detail)) return false;
-  }
+  const auto column_major = [sgemm](bool ta, bool tb, int m, int n, int k, const float* a, int lda,
+                                    const float* b, int ldb, float beta, float* c, int ldc) {
+    const float alpha = 1.0f;
+    sgemm(ta ? "T" : "N", tb ? "T" : "N", &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc);
+  };
+  if (!sgemm_check::check_all(column_major, detail)) return false;
   return check_sgemv(sgemv, 100, 77, false, detail) && check_sgemv(sgemv, 65, 130, true, detail);
 }
 

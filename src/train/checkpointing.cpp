@@ -61,21 +61,13 @@ int64_t directory_bytes(const std::string& dir) {
 
 // The client state saved with each checkpoint: what `generate --checkpoint` and resume read.
 nlohmann::json client_state(const TrainingRun& run, int64_t step, const std::string& fingerprint) {
-  const auto& g = run.gpt_cfg;
   return {{"step", step},
           {"seed", run.config.train.seed},
           {"data_train", run.config.data.train},
           {"data_train_fingerprint", fingerprint},
           {"world_size", run.group.size()},
           {"run_config", nlohmann::json::parse(run.config.resolved_json)},
-          {"model",
-           {{"preset", run.config.model.preset},
-            {"n_layer", g.n_layer},
-            {"n_head", g.n_head},
-            {"n_embd", g.n_embd},
-            {"block_size", g.block_size},
-            {"vocab_size", g.vocab_size},
-            {"bias", g.bias}}}};
+          {"model", saved_model_json(run.config.model)}};
 }
 
 class CheckpointHook : public StepHook {

@@ -23,7 +23,7 @@ config::DType dtype_of(at::ScalarType type) {
 void build_engine(TrainingRun& run) {
   const auto& ds = run.ds;
   if (run.config.train.save_weights) check_weights_savable(ds);  // before the training, not after
-  run.engine = zero::Engine::initialize(run.model.ptr(), ds, run.group, run.zero_init.get());
+  run.engine = zero::Engine::initialize(run.model, ds, run.group, run.zero_init.get());
   const auto& engine = *run.engine;
   run.estimate_in = zero::estimate_input(ds, engine.num_parameters(), run.group.size(),
                                          dtype_of(run.model->parameters().front().scalar_type()));
@@ -35,11 +35,11 @@ void build_engine(TrainingRun& run) {
     std::printf("%s", format_memory_report(engine.ledger(), run.memory_estimate).c_str());
     std::fflush(stdout);
   }
-  log::info("model ", run.config.model.preset, ": ", engine.num_parameters(), " parameters; ",
-            run.group.size(), " rank(s); ZeRO stage ", ds.zero.stage, "; global batch ",
-            ds.train_batch_size, " = ", ds.train_micro_batch_size_per_gpu, " x ",
-            ds.gradient_accumulation_steps, " x ", run.group.size(), " sequences of ",
-            run.gpt_cfg.block_size, " tokens");
+  log::info("model ", run.config.model.arch, " ", run.config.model.preset, ": ",
+            engine.num_parameters(), " parameters; ", run.group.size(), " rank(s); ZeRO stage ",
+            ds.zero.stage, "; global batch ", ds.train_batch_size, " = ",
+            ds.train_micro_batch_size_per_gpu, " x ", ds.gradient_accumulation_steps, " x ",
+            run.group.size(), " sequences of ", run.config.model.block_size, " tokens");
 }
 
 }  // namespace deepshard::train

@@ -19,7 +19,7 @@ void sample_text(TrainingRun& run) {
   const auto& train = run.config.train;
   if (train.sample_tokens <= 0 || run.summary.stopped) return;
   if (!run.rank0 && run.ds.zero.stage != 3) return;
-  const auto tokenizer = data::tokenizer_for_vocab(run.gpt_cfg.vocab_size);
+  const auto tokenizer = data::tokenizer_for_vocab(run.config.model.vocab_size);
   auto prompt16 = tokenizer->encode(train.sample_prompt);
   std::vector<int64_t> prompt(prompt16.begin(), prompt16.end());
   auto tokens = run.model->generate(prompt, train.sample_tokens, train.sample_temperature,
@@ -67,7 +67,7 @@ nlohmann::json summary_json(const TrainingRun& run) {
 void finish_run(TrainingRun& run, const std::vector<std::unique_ptr<StepHook>>& hooks) {
   run.summary.peak_rss_bytes = gather_over_ranks(run.group, monitor::peak_rss_bytes());
   if (run.config.train.save_weights)
-    save_model_weights(*run.engine, run.model, run.config.train.run_dir + "/model.safetensors");
+    save_model_weights(*run.engine, *run.model, run.config.train.run_dir + "/model.safetensors");
   sample_text(run);
   if (!run.rank0) return;
   nlohmann::json out = summary_json(run);

@@ -3,7 +3,7 @@
 
 #include <torch/torch.h>
 
-#include "deepshard/checkpoint/hf_gpt2.h"
+#include "deepshard/checkpoint/hf_weights.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::train {
@@ -15,12 +15,13 @@ void check_weights_savable(const config::DsConfig& config) {
            "gather them and have rank 0 write the full weights");
 }
 
-void save_model_weights(zero::Engine& engine, const models::Gpt& model, const std::string& path) {
+void save_model_weights(zero::Engine& engine, const models::CausalLmImpl& model,
+                        const std::string& path) {
   check_weights_savable(engine.config());
   const bool writer = engine.group().rank() == 0;
-  const at::ScalarType dtype = model->parameters().front().scalar_type();
+  const at::ScalarType dtype = model.parameters().front().scalar_type();
   engine.with_full_parameters([&] {
-    if (writer) checkpoint::save_gpt2_safetensors(model, path, dtype);
+    if (writer) checkpoint::save_hf_safetensors(model, path, dtype);
   });
 }
 

@@ -1,6 +1,6 @@
-// Saving a trained model's weights as a Hugging Face GPT-2 safetensors file (the format
-// `deepshard generate --weights` and model.init_from read), in the parameters' dtype. At ZeRO
-// stage 3 no rank holds the whole model: with
+// Saving a trained model's weights as a Hugging Face safetensors file (GPT-2 or Llama names) (the
+// format `deepshard generate --weights` and model.init_from read), in the parameters' dtype. At
+// ZeRO stage 3 no rank holds the whole model: with
 // zero_optimization.stage3_gather_16bit_weights_on_model_save every rank takes part in gathering
 // the full parameters and rank 0 writes them; without it the save is refused with a ConfigError
 // (DeepSpeed would write an empty or partial file).
@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "deepshard/models/gpt.h"
+#include "deepshard/models/causal_lm.h"
 #include "deepshard/zero/engine.h"
 
 namespace deepshard::train {
@@ -17,6 +17,7 @@ namespace deepshard::train {
 void check_weights_savable(const config::DsConfig& config);
 
 // To be called on every rank (a collective at stage 3); rank 0 writes `path`.
-void save_model_weights(zero::Engine& engine, const models::Gpt& model, const std::string& path);
+void save_model_weights(zero::Engine& engine, const models::CausalLmImpl& model,
+                        const std::string& path);
 
 }  // namespace deepshard::train

@@ -1,6 +1,6 @@
 // summary.json's throughput figures: FLOPs per token from the model's shapes
-// (models::flops_per_token), the GFLOP/s one rank achieved, and with wall_clock_breakdown the
-// matmul peak of the rank (measured as `deepshard doctor` does, in the training dtype, with the
+// (train::training_flops_per_token), the GFLOP/s one rank achieved, and with wall_clock_breakdown
+// the matmul peak of the rank (measured as `deepshard doctor` does, in the training dtype, with the
 // rank's threads) and the MFU = achieved / peak.
 #pragma once
 
@@ -8,11 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "deepshard/models/gpt.h"
-
 namespace deepshard::train {
 
-nlohmann::json throughput_json(const models::GptConfig& model, double tokens_per_s, int world_size,
+nlohmann::json throughput_json(double flops_per_token, double tokens_per_s, int world_size,
                                at::ScalarType dtype, bool measure_peak);
 
 }  // namespace deepshard::train

@@ -6,7 +6,7 @@ namespace deepshard::train {
 void build_data(TrainingRun& run) {
   const auto& ds = run.ds;
   const auto& files = run.config.data;
-  const int64_t vocab = run.gpt_cfg.vocab_size, block = run.gpt_cfg.block_size;
+  const int64_t vocab = run.config.model.vocab_size, block = run.config.model.block_size;
   const uint64_t seed = run.config.train.seed;
   TrainData& d = run.data;
   d.train_file = std::make_unique<data::TokenFile>(files.train, vocab);

@@ -48,7 +48,7 @@ StepRecord train_one_step(TrainingRun& run, int64_t step) {
   r.first = step == run.start_step;
   r.last = r.step == run.config.train.steps;
   const double tokens_per_step =
-      static_cast<double>(ds.train_batch_size) * static_cast<double>(run.gpt_cfg.block_size);
+      static_cast<double>(ds.train_batch_size) * static_cast<double>(run.config.model.block_size);
   r.tokens_per_s = tokens_per_step / r.step_time;
   DS_CHECK(std::isfinite(r.loss), Error, "step ", r.step, ": the training loss is ", r.loss);
   run.summary.final_loss = r.loss;

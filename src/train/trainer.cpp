@@ -7,19 +7,6 @@
 
 namespace deepshard::train {
 
-models::GptConfig gpt_config(const config::ModelConfig& m) {
-  models::GptConfig c;
-  c.n_layer = m.n_layer;
-  c.n_head = m.n_head;
-  c.n_embd = m.n_embd;
-  c.block_size = m.block_size;
-  c.vocab_size = m.vocab_size;
-  c.dropout = m.dropout;
-  c.bias = m.bias;
-  c.fused_kernels = m.fused_kernels;
-  return c;
-}
-
 std::vector<std::unique_ptr<StepHook>> make_step_hooks(const TrainingRun& run) {
   std::vector<std::unique_ptr<StepHook>> hooks;
   hooks.push_back(make_throughput_hook(run));  // first: its comm snapshot closes the step

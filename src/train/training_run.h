@@ -17,7 +17,7 @@
 #include "deepshard/config/run_config.h"
 #include "deepshard/data/sampler.h"
 #include "deepshard/data/token_file.h"
-#include "deepshard/models/gpt.h"
+#include "deepshard/models/causal_lm.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/estimator.h"
@@ -50,9 +50,8 @@ struct TrainingRun {
   const bool rank0;
 
   // build_model
-  models::GptConfig gpt_cfg;
   std::unique_ptr<zero::PartitionedBuild> zero_init;  // stage 3 zero.Init, else null
-  models::Gpt model{nullptr};
+  std::shared_ptr<models::CausalLmImpl> model;        // model.arch's model
   // build_data
   TrainData data;
   // build_engine
@@ -79,7 +78,7 @@ struct StepRecord {
   double loss = 0.0;   // mean over ranks and micro-steps
   bool stop = false;   // a rank was asked to stop (signal)
   zero::StepResult result;
-  double step_time = 0.0;     // seconds, this rank
+  double step_time = 0.0;  // seconds, this rank
   // This rank's wall time of the step's forward passes, backward passes and engine steps.
   double forward_s = 0.0, backward_s = 0.0, optimizer_s = 0.0;
   double tokens_per_s = 0.0;  // global batch tokens / step_time

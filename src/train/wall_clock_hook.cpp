@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "deepshard/train/model_factory.h"
 #include "train/platform_report.h"
 #include "train/throughput_report.h"
 #include "train/training_run.h"
@@ -20,8 +21,8 @@ class WallClockHook : public StepHook {
  public:
   explicit WallClockHook(const TrainingRun& run)
       : enabled_(run.ds.wall_clock_breakdown),
-        interval_(std::max<int64_t>(
-            1, run.ds.steps_per_print.value_or(run.config.train.log_interval))) {}
+        interval_(
+            std::max<int64_t>(1, run.ds.steps_per_print.value_or(run.config.train.log_interval))) {}
 
   void after_step(TrainingRun& run, StepRecord& step) override {
     if (!enabled_) return;
@@ -39,11 +40,12 @@ class WallClockHook : public StepHook {
     ++total_steps_;
     if (run.rank0 && (step.step % interval_ == 0 || step.last)) {
       const double n = double(window_steps_);
-      std::printf("step %lld | time (ms) | fwd: %.2f | bwd: %.2f | step: %.2f | comm wait: %.2f "
-                  "(mean of %lld steps)\n",
-                  static_cast<long long>(step.step), 1e3 * window_[kForward] / n,
-                  1e3 * window_[kBackward] / n, 1e3 * window_[kStep] / n,
-                  1e3 * window_[kCommWait] / n, static_cast<long long>(window_steps_));
+      std::printf(
+          "step %lld | time (ms) | fwd: %.2f | bwd: %.2f | step: %.2f | comm wait: %.2f "
+          "(mean of %lld steps)\n",
+          static_cast<long long>(step.step), 1e3 * window_[kForward] / n,
+          1e3 * window_[kBackward] / n, 1e3 * window_[kStep] / n, 1e3 * window_[kCommWait] / n,
+          static_cast<long long>(window_steps_));
       std::fflush(stdout);
     }
     if (step.step % interval_ == 0 || step.last) {
@@ -54,7 +56,8 @@ class WallClockHook : public StepHook {
 
   void add_to_summary(const TrainingRun& run, nlohmann::json& out) const override {
     out["platform"] = platform_json();
-    out.update(throughput_json(run.gpt_cfg, run.summary.mean_tokens_per_s, run.group.size(),
+    out.update(throughput_json(training_flops_per_token(run.config.model),
+                               run.summary.mean_tokens_per_s, run.group.size(),
                                run.model->parameters().front().scalar_type(), enabled_));
     if (!enabled_) return;
     const double n = total_steps_ > 0 ? double(total_steps_) : 1.0;

@@ -186,8 +186,8 @@ TEST(ModelPreset, ExplicitSizesOverrideAndUnknownPresetsFail) {
     ADD_FAILURE() << "expected a ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),
-                 "model.preset: unknown preset \"smal\" (did you mean 'small'?); presets: tiny, "
-                 "small, gpt2");
+                 "model.preset: unknown preset \"smal\" for model.arch \"gpt\" (did you mean "
+                 "'small'?); presets: tiny, small, gpt2");
   }
 }
 

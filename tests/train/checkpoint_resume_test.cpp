@@ -1,9 +1,9 @@
 // Checkpoints end to end with real ranks (`deepshard launch -n N -- deepshard train`): exact resume
 // (train 20 = train 10, save, new processes, load, train 10: the same losses bit for bit) at every
 // stage, in bf16/fp16 and mid-PowerSGD-compression; resharding across world sizes and stages
-// (within 1e-4 of the uninterrupted run); a rank killed during a save leaves the previous `latest`
-// loadable; SIGTERM finishes the step, saves and exits 0; damaged or foreign checkpoints fail
-// naming the file.
+// (within 1e-4 of the uninterrupted run; also for the Llama model); a rank killed during a save
+// leaves the previous `latest` loadable; SIGTERM finishes the step, saves and exits 0; damaged or
+// foreign checkpoints fail naming the file.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "deepshard/launch/subprocess.h"
+#include "train/llama_run.h"
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
@@ -172,6 +173,27 @@ TEST_F(CheckpointResumeTest, ReshardsAcrossWorldSizesAndStages) {
   for (double l : a.losses()) chained3.losses.push_back(l);
   for (double l : g.losses()) chained3.losses.push_back(l);
   expect_same_losses(chained3, ref, "N=4 stage 3 -> N=3 stage 0");
+}
+
+// The Llama model resharded: N = 2 stage 3 (steps 1-10, built under zero.Init) -> N = 3 stage 1
+// (11-20) matches the uninterrupted single-rank run.
+TEST_F(CheckpointResumeTest, LlamaReshardsAcrossWorldSizesAndStages) {
+  auto llama = [](int stage, const std::string& c, int64_t save, const std::string& resume) {
+    return tiny_llama_section("{}", extra(stage, c, save, resume));
+  };
+  const Run reference = train("llama_ref", 1, 4, 3, 20, llama(0, "", 0, ""));
+  ASSERT_EQ(reference.status, 0) << reference.output;
+  const std::string c = ckpt("llama");
+  const Run a = train("llama_a", 2, 2, 3, 10, llama(3, c, 10, ""));
+  ASSERT_EQ(a.status, 0) << a.output;
+  const Run b = train("llama_b", 3, 2, 2, 20, llama(1, c, 0, "auto"));
+  ASSERT_EQ(b.status, 0) << b.output;
+  EXPECT_NE(b.output.find("saved by 2 rank(s) at ZeRO stage 3"), std::string::npos) << b.output;
+  RunLosses chained, ref;
+  for (const Run* r : {&a, &b})
+    for (double l : r->losses()) chained.losses.push_back(l);
+  ref.losses = reference.losses();
+  expect_same_losses(chained, ref, "llama: N=2 stage 3 -> N=3 stage 1");
 }
 
 // kill -9 of a rank while it saves: the run fails, the previous `latest` stays and resumes exactly.

@@ -33,16 +33,17 @@ TEST(WallClockBreakdown, TimesEachPhaseAndReportsMfu) {
     EXPECT_LE(fwd + bwd + opt, m.at("step_time_s").get<double>()) << m.dump();
   }
   const auto summary = nlohmann::json::parse(read_file(dir.file("run") + "/summary.json"));
-  const auto run = config::parse_run_config(nlohmann::json::parse(read_file(config)), 2, nullptr, config);
-  const double flops = models::flops_per_token(train::gpt_config(run.model));
+  const auto run =
+      config::parse_run_config(nlohmann::json::parse(read_file(config)), 2, nullptr, config);
+  const double flops = train::training_flops_per_token(run.model);
   EXPECT_DOUBLE_EQ(summary.at("flops_per_token").get<double>(), flops);
   const double tokens_per_s = summary.at("mean_tokens_per_s");
   EXPECT_NEAR(summary.at("achieved_gflops_per_rank").get<double>(), flops * tokens_per_s / 2 / 1e9,
               1e-9 * flops * tokens_per_s);
   const double peak = summary.at("matmul_peak_gflops_per_rank");
   EXPECT_GT(peak, 0);
-  EXPECT_NEAR(summary.at("mfu").get<double>(), summary.at("achieved_gflops_per_rank").get<double>() / peak,
-              1e-12);
+  EXPECT_NEAR(summary.at("mfu").get<double>(),
+              summary.at("achieved_gflops_per_rank").get<double>() / peak, 1e-12);
   EXPECT_EQ(summary.at("wall_clock_breakdown").at("steps").get<int64_t>(), 3);  // after step 1
 }
 

@@ -28,6 +28,9 @@ void save_gpt2_safetensors(const std::map<std::string, at::Tensor>& params, cons
 // Accepts names with or without the "transformer." prefix (GPT2LMHeadModel or GPT2Model files) and
 // ignores HF's lm_head.weight and attention-mask buffers (attn.bias, attn.masked_bias). A missing
 // tensor, a shape mismatch or an unknown tensor is an IoError naming the file and the tensor.
-void load_gpt2_safetensors(models::Gpt& model, const std::string& path);
+void load_gpt2_safetensors(models::GptImpl& model, const std::string& path);
+inline void load_gpt2_safetensors(models::Gpt& model, const std::string& path) {
+  load_gpt2_safetensors(*model, path);
+}
 
 }  // namespace deepshard::checkpoint

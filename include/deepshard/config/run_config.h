@@ -11,18 +11,31 @@
 
 namespace deepshard::config {
 
-// model: a preset ("tiny", "small", "gpt2") or explicit sizes; explicit sizes override the preset.
+// model: an architecture ("gpt": GPT-2, "llama": Llama-style), a preset of it ("tiny", "small",
+// and "gpt2" for gpt) or explicit sizes; explicit sizes override the preset. Keys of one
+// architecture set for the other are errors (docs/models.md lists them).
 struct ModelConfig {
+  std::string arch = "gpt";
   std::string preset = "tiny";
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_embd = 0;
   int64_t block_size = 0;
-  int64_t vocab_size = 256;  // byte-level tokenizer
-  double dropout = 0.0;
-  bool bias = true;
+  int64_t n_kv_head = 0;             // llama: key/value heads (grouped-query attention); 0: preset
+  int64_t intermediate_size = 0;     // llama: SwiGLU width; 0: preset
+  std::optional<double> rope_theta;  // llama: rotary base (10000)
+  std::optional<double> rms_norm_eps;       // llama: RMSNorm epsilon (1e-5)
+  std::optional<bool> tie_word_embeddings;  // llama: head tied to the embeddings (false)
+  int64_t vocab_size = 256;                 // byte-level tokenizer
+  double dropout = 0.0;                     // gpt only
+  std::optional<bool> bias;                 // gpt: Linear biases (true); llama has none
   bool fused_kernels = true;  // fused CPU kernels (GELU, causal softmax, loss); false: libtorch ops
-  std::string init_from;  // safetensors weights to start from ("" = fresh GPT-2 init)
+  std::string init_from;      // safetensors weights to start from ("" = fresh init)
+
+  bool gpt_bias() const { return bias.value_or(true); }
+  double llama_rope_theta() const { return rope_theta.value_or(10000.0); }
+  double llama_rms_norm_eps() const { return rms_norm_eps.value_or(1e-5); }
+  bool llama_tied() const { return tie_word_embeddings.value_or(false); }
 };
 
 // data: token files written by `deepshard prepare-data`.

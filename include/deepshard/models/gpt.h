@@ -4,10 +4,10 @@
 // [in, out]; converters transpose). GPT-2 initialisation, deterministic for a seed.
 // The model declares its sharding units through the public sharding API like any user model
 // (deepshard/sharding/sharding_plan.h): one unit per transformer block, wte tied to the head; its
-// blocks run through its UnitCalls, which engines wrap (ZeRO-3 gathers, ...).
+// blocks run through its UnitCalls, which engines wrap (ZeRO-3 gathers, ...). Loss, sampling and
+// the parameter count are the shared causal-LM ones (causal_lm.h).
 #pragma once
 
-#include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
@@ -17,6 +17,7 @@
 #include <functional>
 #include <string>
 
+#include "deepshard/models/causal_lm.h"
 #include "deepshard/sharding/sharding_plan.h"
 
 namespace deepshard::models {
@@ -74,7 +75,7 @@ class BlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Block);
 
-class GptImpl : public torch::nn::Module, public sharding::Shardable {
+class GptImpl : public CausalLmImpl {
  public:
   // Builds and initialises the model with GPT-2's scheme (normal(0, 0.02) weights, c_proj scaled
   // by 1/sqrt(2 n_layer), zero biases, unit LayerNorms), drawn from a generator seeded by `seed`.
@@ -83,13 +84,10 @@ class GptImpl : public torch::nn::Module, public sharding::Shardable {
   using BlockBuilt = sharding::UnitBuilt;
   GptImpl(const GptConfig& config, uint64_t seed, const BlockBuilt& on_block_built = nullptr);
 
-  at::Tensor forward(const at::Tensor& idx);  // [B, T] int64 -> logits [B, T, vocab]
-  // Mean cross-entropy of forward(idx) against targets [B, T].
-  at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets);
-
-  // Samples `max_new_tokens` continuation tokens (no grad). top_k <= 0: no top-k filter.
-  std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t max_new_tokens,
-                                double temperature, int64_t top_k, uint64_t seed);
+  at::Tensor forward(const at::Tensor& idx) override;  // [B, T] int64 -> logits [B, T, vocab]
+  int64_t context_length() const override { return config_.block_size; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  std::string arch() const override { return "gpt"; }
 
   // Runs block i on x. Default: blocks[i]->forward(x). A runner set here runs inside the unit
   // wrappers engines install (unit_calls()).
@@ -102,12 +100,14 @@ class GptImpl : public torch::nn::Module, public sharding::Shardable {
   sharding::UnitCalls& unit_calls() { return unit_calls_; }
 
   const GptConfig& config() const { return config_; }
-  int64_t num_parameters() const;  // tied weights counted once
 
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
   torch::nn::ModuleList h{nullptr};
   std::vector<Block> blocks;  // the same modules as h, typed
   torch::nn::LayerNorm ln_f{nullptr};
+
+ protected:
+  bool fused_loss() const override { return config_.fused_kernels; }
 
  private:
   GptConfig config_;

@@ -1,6 +1,6 @@
-// The training loop behind `deepshard train`: builds the GPT from the run config, the data
-// sampler and the engine, runs the optimizer steps, evaluates, logs metrics.jsonl (one record per
-// optimizer step), prints a progress line, and writes summary.json (rank 0).
+// The training loop behind `deepshard train`: builds the model (GPT or Llama) from the run config,
+// the data sampler and the engine, runs the optimizer steps, evaluates, logs metrics.jsonl (one
+// record per optimizer step), prints a progress line, and writes summary.json (rank 0).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include "deepshard/comm/group.h"
 #include "deepshard/config/run_config.h"
-#include "deepshard/models/gpt.h"
+#include "deepshard/train/model_factory.h"
 
 namespace deepshard::train {
 
@@ -23,9 +23,6 @@ struct TrainSummary {
   std::string sample;                   // text sampled at the end (rank 0), "" if none
   bool stopped = false;                 // SIGTERM/SIGINT ended the run early (after a save)
 };
-
-// The GPT sizes of a run's `model` section (after presets are applied).
-models::GptConfig gpt_config(const config::ModelConfig& model);
 
 // Runs the whole training described by `run` on `group`. Every rank calls it.
 TrainSummary run_training(const config::RunConfig& run, comm::Group& group);

@@ -1,0 +1,110 @@
+// The oneDNN linear (linear.h): forward y = x Wᵀ (+ b, written first and accumulated with beta 1),
+// backward dX = dY W, dW = dYᵀ X, db = column sums of dY; x is viewed as [rows, in].
+#include "deepshard/kernels/linear.h"
+
+#include <ATen/Parallel.h>
+#include <omp.h>
+#include <torch/torch.h>
+
+#include "deepshard/platform/dnnl_sgemm.h"
+#include "kernels/record_op.h"
+
+namespace deepshard::kernels {
+namespace {
+
+bool dense_fp32_cpu(const at::Tensor& t) {
+  return t.device().is_cpu() && t.layout() == at::kStrided && t.scalar_type() == at::kFloat &&
+         t.is_contiguous() && !t.is_neg() && !t.is_conj();
+}
+
+// Row-major C [m, n] = op(A) op(B) (+ C when accumulate) on torch's intra-op thread count: oneDNN
+// takes omp_get_max_threads() of the calling thread, which at::set_num_threads sets when libtorch
+// runs on OpenMP; set here too in case it does not.
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const at::Tensor& a,
+          const at::Tensor& b, at::Tensor& c, bool accumulate) {
+  const int threads = at::get_num_threads();
+  if (!omp_in_parallel() && omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  platform::dnnl_sgemm_row_major(ta, tb, m, n, k, 1.0f, a.data_ptr<float>(), ta ? m : k,
+                                 b.data_ptr<float>(), tb ? k : n, accumulate ? 1.0f : 0.0f,
+                                 c.data_ptr<float>(), n);
+}
+
+at::Tensor linear_forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                          const at::Tensor& weight, const at::Tensor& bias) {
+  const int64_t in = weight.size(1), out = weight.size(0), rows = x.numel() / in;
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = out;
+  at::Tensor y = at::empty(sizes, x.options());
+  at::Tensor y2 = y.view({rows, out});
+  if (bias.defined()) y2.copy_(bias.expand({rows, out}));
+  gemm(false, true, rows, out, in, x, weight, y2, bias.defined());
+  ctx->save_for_backward({x, weight});
+  return y;
+}
+
+// {dX, dW, db} (db only when `bias`), each only when its input needs it.
+torch::autograd::variable_list linear_backward(torch::autograd::AutogradContext* ctx,
+                                               const at::Tensor& grad, bool bias) {
+  const auto saved = ctx->get_saved_variables();
+  const at::Tensor& x = saved[0];
+  const at::Tensor& weight = saved[1];
+  const int64_t in = weight.size(1), out = weight.size(0), rows = x.numel() / in;
+  const at::Tensor dy = grad.to(at::kFloat).contiguous().view({rows, out});
+  torch::autograd::variable_list grads(bias ? 3 : 2);
+  if (ctx->needs_input_grad(0)) {
+    grads[0] = at::empty_like(x);
+    at::Tensor dx = grads[0].view({rows, in});
+    gemm(false, false, rows, in, out, dy, weight, dx, false);
+  }
+  if (ctx->needs_input_grad(1)) {
+    grads[1] = at::empty_like(weight);
+    gemm(true, false, out, in, rows, dy, x.view({rows, in}), grads[1], false);
+  }
+  if (bias && ctx->needs_input_grad(2)) grads[2] = dy.sum(0);
+  return grads;
+}
+
+// Two autograd functions: libtorch 1.13's Function::apply rejects an undefined tensor input.
+struct DnnlLinear : torch::autograd::Function<DnnlLinear> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& weight, const at::Tensor& bias) {
+    return linear_forward(ctx, x, weight, bias);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    return linear_backward(ctx, grads[0], true);
+  }
+};
+
+struct DnnlLinearNoBias : torch::autograd::Function<DnnlLinearNoBias> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& weight) {
+    return linear_forward(ctx, x, weight, at::Tensor());
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    return linear_backward(ctx, grads[0], false);
+  }
+};
+
+}  // namespace
+
+bool dnnl_linear_supported(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (!dense_fp32_cpu(x) || !dense_fp32_cpu(weight) || weight.dim() != 2 || x.dim() < 1 ||
+      x.size(-1) != weight.size(1) || x.numel() == 0 || weight.numel() == 0)
+    return false;
+  if (bias.defined() &&
+      (!dense_fp32_cpu(bias) || bias.dim() != 1 || bias.size(0) != weight.size(0)))
+    return false;
+  return platform::dnnl_sgemm_usable();
+}
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (!dnnl_linear_supported(x, weight, bias)) return torch::linear(x, weight, bias);
+  // Named for the flops profiler (profiling/op_flops.cpp counts it as aten::linear).
+  return record_op("deepshard::linear", {x, weight, bias}, [&] {
+    return bias.defined() ? DnnlLinear::apply(x, weight, bias) : DnnlLinearNoBias::apply(x, weight);
+  });
+}
+
+}  // namespace deepshard::kernels
