@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sanitizer runs (not part of scripts/test.sh): the unit tests (CTest label "unit", which includes
-# the reader fuzz tests) built with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/,
+# Sanitizer runs (not part of scripts/test.sh): the unit tests (every binary of CTest label "unit",
+# which includes the reader fuzz tests, and config_tests) built with AddressSanitizer +
+# UndefinedBehaviorSanitizer in build-asan/,
 # and the comm tests (real ranks) built with ThreadSanitizer in build-tsan/. libtorch and Gloo are
 # not instrumented: ASan checks deepshard's own code (leak checking off: libtorch keeps global
 # allocations), TSan sees only deepshard's threads' accesses (reports inside uninstrumented
@@ -24,10 +25,12 @@ configure() {  # dir flags
 status=0
 if [[ "$what" == asan || "$what" == readers || "$what" == all ]]; then
   configure build-asan "-fsanitize=address,undefined -fno-sanitize-recover=undefined"
-  unit=(util_tests config_tests optim_tests checkpoint_tests zero_tests monitor_tests fuzz_tests)
+  # Cheapest builds first; config_tests last (it needs the instrumented deepshard: the whole tree).
+  unit=(util_tests monitor_tests io_tests offload_tests optim_tests kernels_tests checkpoint_tests
+        fuzz_tests activation_tests zero_tests models_tests profiling_tests config_tests)
   [[ "$what" == readers ]] && unit=(util_tests checkpoint_tests fuzz_tests)
-  ninja -C build-asan -j "$jobs" "${unit[@]}"
-  for t in "${unit[@]}"; do
+  for t in "${unit[@]}"; do  # each binary runs as soon as it is built: findings come early
+    ninja -C build-asan -j "$jobs" "$t"
     echo "== $t (ASan+UBSan)"
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       "build-asan/tests/$t" --gtest_brief=1 || status=1

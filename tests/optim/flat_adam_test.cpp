@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "deepshard/optim/adam.h"
@@ -19,6 +20,12 @@ using test::adamw_config;
 using test::rel_diff;
 
 double lr_at(int step) { return 1e-3 * (1.0 + 0.1 * step); }  // lr changes every step
+
+// The reference optimizer's per-parameter state (AdamW's is not an AdamParamState: casting it to
+// one is undefined behaviour, which UBSan's vptr check reports).
+template <typename TorchOptimizer>
+using TorchState = std::conditional_t<std::is_same_v<TorchOptimizer, torch::optim::AdamW>,
+                                      torch::optim::AdamWParamState, torch::optim::AdamParamState>;
 
 // 20 steps of FlatAdam (one range over the whole buffer, decay wd) and of a libtorch optimizer on
 // a copy of the same parameter with the same gradients; FlatAdam multiplies its gradient by
@@ -49,7 +56,7 @@ void compare_with_torch_one_isa(const config::OptimizerConfig& config, float gra
   ::testing::Test::RecordProperty(detail::concat("rel_diff_param_", to_string(adam_isa())),
                                   detail::concat(rel_diff(flat, ref.detach())));
   EXPECT_LE(rel_diff(flat, ref.detach()), 1e-6);
-  auto& state = static_cast<torch::optim::AdamParamState&>(
+  auto& state = static_cast<TorchState<TorchOptimizer>&>(
       *torch_opt.state().at(c10::guts::to_string(ref.unsafeGetTensorImpl())));
   EXPECT_LE(rel_diff(adam.exp_avg(), state.exp_avg()), 1e-6);
   EXPECT_LE(rel_diff(adam.exp_avg_sq(), state.exp_avg_sq()), 1e-6);
