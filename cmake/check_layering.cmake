@@ -20,14 +20,15 @@ set(allowed_models util config comm platform sharding activation kernels models)
 set(allowed_optim util config optim)
 set(allowed_checkpoint util config comm platform sharding activation kernels models checkpoint)
 set(allowed_zero util config comm io offload optim sharding checkpoint zero)
+set(allowed_parallel util config comm sharding activation kernels models parallel)
 set(allowed_monitor util monitor)
 set(allowed_profiling util profiling)
 set(allowed_train util config comm platform io offload data sharding kernels activation models optim
-    checkpoint zero monitor profiling train)
+    checkpoint zero parallel monitor profiling train)
 set(allowed_cli util config comm platform io offload launch data sharding kernels activation models
-    optim checkpoint zero monitor profiling train cli)
+    optim checkpoint zero parallel monitor profiling train cli)
 set(layers util config comm platform launch io offload data sharding kernels activation models optim
-    checkpoint zero monitor profiling train cli)
+    checkpoint zero parallel monitor profiling train cli)
 
 set(problems "")
 foreach(layer ${layers})

@@ -4,16 +4,19 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "deepshard/comm/transport_options.h"
 #include "deepshard/config/loader.h"
+#include "deepshard/config/parallel_config.h"
 #include "deepshard/io/aio_options.h"
+#include "deepshard/parallel/process_groups.h"
+#include "deepshard/parallel/rank_grid.h"
 #include "deepshard/platform/blas_kernels.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/util/log.h"
@@ -80,8 +83,16 @@ int run_train_command(const Args& args) {
   if (info.rank == 0) {
     for (const auto& w : warnings) log::warn(w);
   }
+  if (const auto parallel = config::parse_parallel_config(json, origin);
+      parallel.pipeline.enabled || parallel.tensor_parallel.enabled) {
+    // The layout the pipeline/tensor_parallel sections ask for (the batch triple already counted
+    // its data-parallel size); stages or tensor size > 1 are refused by the engine for now.
+    const auto grid = parallel::grid_from_config(parallel, info.world_size);
+    if (info.rank == 0) log::info("rank grid: ", grid.describe());
+  }
   comm::GroupOptions group_options;
-  group_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(run.comm.timeout_s * 1000));
+  group_options.timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(run.comm.timeout_s * 1000));
   group_options.transport = comm::parse_transport(run.comm.transport, "comm.transport");
   auto group = comm::create_group(info, group_options);
 

@@ -5,6 +5,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
 #include "comm/transport.h"
 #include "comm/work_impl.h"
 #include "deepshard/comm/transport_options.h"
@@ -35,8 +38,11 @@ bool gloo_moves(at::ScalarType t) {
 class FlatGroup : public Group {
  public:
   FlatGroup(const RendezvousInfo& info, std::unique_ptr<Transport> transport,
-            std::unique_ptr<JobStore> job = nullptr)
-      : info_(info), job_(std::move(job)), transport_(std::move(transport)) {}
+            c10::intrusive_ptr<c10d::Store> store = {}, std::unique_ptr<JobStore> job = nullptr)
+      : info_(info),
+        job_(std::move(job)),
+        transport_(std::move(transport)),
+        store_(std::move(store)) {}
 
   int rank() const override { return info_.rank; }
   int size() const override { return info_.world_size; }
@@ -44,6 +50,8 @@ class FlatGroup : public Group {
   CommLog& log() override { return log_; }
 
   const char* transport() const { return transport_->name(); }
+  // The job's store (null for one rank); sub-groups rendezvous through it under their own prefix.
+  const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
 
   Work all_reduce_async(const at::Tensor& tensor, ReduceOp op) override {
     OpInfo info = describe_op("all_reduce", tensor, tensor.nbytes());
@@ -129,8 +137,31 @@ class FlatGroup : public Group {
   RendezvousInfo info_;
   std::unique_ptr<JobStore> job_;  // outlives the transport (null for one rank)
   std::unique_ptr<Transport> transport_;
+  c10::intrusive_ptr<c10d::Store> store_;
   CommLog log_;
 };
+
+// The shared-memory transport when every rank of `info` is on this host (unless Gloo is asked
+// for), else Gloo; `store` is the rendezvous store of exactly these ranks.
+std::unique_ptr<Group> join(const RendezvousInfo& info, c10::intrusive_ptr<c10d::Store> store,
+                            const GroupOptions& options, std::unique_ptr<JobStore> job = nullptr) {
+  const bool one_host = info.local_world_size == info.world_size;
+  DS_CHECK(one_host || options.transport != TransportKind::kShm, CommError, "rank ", info.rank,
+           ": comm.transport \"shm\" needs every rank on one host, but this job has ",
+           info.local_world_size, " of its ", info.world_size,
+           " ranks per host (use \"auto\" or \"gloo\")");
+  if (one_host && options.transport != TransportKind::kGloo) {
+    try {
+      return std::make_unique<FlatGroup>(info, make_shm_transport(info, store, options.timeout),
+                                         store, std::move(job));
+    } catch (const ShmUnavailable& e) {
+      if (options.transport == TransportKind::kShm) throw;
+      log::warn("shared-memory transport unavailable, using Gloo: ", e.what());
+    }
+  }
+  auto transport = make_gloo_transport(info, store, options.timeout);
+  return std::make_unique<FlatGroup>(info, std::move(transport), store, std::move(job));
+}
 
 }  // namespace
 
@@ -171,24 +202,41 @@ std::unique_ptr<Group> create_group(const RendezvousInfo& info, const GroupOptio
   DS_CHECK(options.timeout.count() > 0, CommError, "Group::create: timeout must be positive, got ",
            options.timeout.count(), " ms");
   if (info.world_size == 1) return std::make_unique<FlatGroup>(info, make_local_transport());
-  const bool one_host = info.local_world_size == info.world_size;
-  DS_CHECK(one_host || options.transport != TransportKind::kShm, CommError, "rank ", info.rank,
-           ": comm.transport \"shm\" needs every rank on one host, but this job has ",
-           info.local_world_size, " of its ", info.world_size,
-           " ranks per host (use \"auto\" or \"gloo\")");
   auto job = connect_store(info, options.timeout);
   const auto store = job->store();
-  if (one_host && options.transport != TransportKind::kGloo) {
-    try {
-      return std::make_unique<FlatGroup>(info, make_shm_transport(info, store, options.timeout),
-                                         std::move(job));
-    } catch (const ShmUnavailable& e) {
-      if (options.transport == TransportKind::kShm) throw;
-      log::warn("shared-memory transport unavailable, using Gloo: ", e.what());
-    }
+  return join(info, store, options, std::move(job));
+}
+
+std::unique_ptr<Group> create_subgroup(const Group& world, const std::vector<int>& members,
+                                       const std::string& name, const GroupOptions& options) {
+  const RendezvousInfo& whole = world.info();
+  const std::string where = detail::concat("rank ", world.rank(), ": sub-group \"", name, "\"");
+  DS_CHECK(!members.empty(), CommError, where, " has no members");
+  int index = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    DS_CHECK(members[i] >= 0 && members[i] < world.size(), CommError, where, ": member ",
+             members[i], " is not a rank of a group of ", world.size());
+    DS_CHECK(i == 0 || members[i] > members[i - 1], CommError, where,
+             ": members must be ascending and distinct");
+    if (members[i] == world.rank()) index = static_cast<int>(i);
   }
-  auto transport = make_gloo_transport(info, store, options.timeout);
-  return std::make_unique<FlatGroup>(info, std::move(transport), std::move(job));
+  DS_CHECK(index >= 0, CommError, where, ": this rank is not among its members");
+  DS_CHECK(options.timeout.count() > 0, CommError, where, ": timeout must be positive");
+  RendezvousInfo sub = whole;
+  sub.rank = index;
+  sub.world_size = static_cast<int>(members.size());
+  sub.local_rank = index;
+  // Hosts hold consecutive global ranks (the launcher's RANK = node * ranks per node + local).
+  const int per_host = std::max(1, whole.local_world_size);
+  const int host = world.rank() / per_host;
+  sub.local_world_size = 0;
+  for (int m : members) sub.local_world_size += m / per_host == host ? 1 : 0;
+  if (sub.world_size == 1) return std::make_unique<FlatGroup>(sub, make_local_transport());
+  auto* flat = dynamic_cast<const FlatGroup*>(&world);
+  DS_CHECK(flat != nullptr && flat->store(), CommError, where,
+           ": the parent group has no rendezvous store");
+  auto store = c10::make_intrusive<c10d::PrefixStore>("deepshard/group/" + name, flat->store());
+  return join(sub, store, options);
 }
 
 }  // namespace deepshard::comm

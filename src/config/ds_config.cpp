@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/key_status.h"
+#include "config/parallel_section.h"
 #include "config/sections.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/util/error.h"
@@ -117,10 +118,24 @@ DsConfig parse_ds_config(const nlohmann::json& json, const ResolveContext& conte
   parse_precision(root, config, av);
   parse_optimizer(root, config, av);
   parse_features(root, config);
+  const ParallelConfig parallel = parse_parallel(root, config);
   for (const char* key : kIgnoredTopLevel) root.declare(key);
   root.finish(/*warn_only=*/true, run_file ? kRunSections : std::vector<std::string>{});
 
-  if (batch_readable) resolve_batch(batch, context.dp_world_size, config, diag);
+  // The batch triple counts data-parallel replicas: the job's ranks (context.dp_world_size)
+  // divided by the ranks one replica spans (pipeline stages x tensor size), as DeepSpeed's
+  // dp_world_size; the sections' sizes > 1 are refused as not supported yet (parallel_section.h).
+  const int64_t model_ranks = parallel.model_ranks();
+  if (context.dp_world_size % model_ranks != 0) {
+    diag.error(
+        parallel.pipeline.effective_stages() > 1 ? "pipeline.stages" : "tensor_parallel.size",
+        "the job's " + std::to_string(context.dp_world_size) +
+            " ranks are not divisible by pipeline stages (" +
+            std::to_string(parallel.pipeline.effective_stages()) + ") x tensor size (" +
+            std::to_string(parallel.tensor_parallel.effective_size()) + ")");
+  } else if (batch_readable) {
+    resolve_batch(batch, context.dp_world_size / model_ranks, config, diag);
+  }
   check_precision_request(context, config, diag);
   check_consistency(config, diag);
   if (diag.error_count() == 0) {

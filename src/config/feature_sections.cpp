@@ -1,8 +1,8 @@
 // The top-level sections around training itself (deepspeed-behavior.md §1.4, §1.5, §7):
 // activation_checkpointing, data_types, the monitors, comms_logger, flops_profiler, checkpoint,
 // aio, torch_autocast, compression (PowerSGD), and the sections deepshard recognises only by name
-// (amp, elasticity, pipeline, ...): those are recorded in DsConfig::other_features when present and
-// enabled.
+// (amp, elasticity, ...; pipeline and tensor_parallel are parallel_section.cpp's): those are
+// recorded in DsConfig::other_features when present and enabled.
 #include "config/sections.h"
 
 namespace deepshard::config::detail {
@@ -12,7 +12,6 @@ namespace {
 // Sections recognised by name only; their contents are passed on unchecked.
 const char* const kOpaqueSections[] = {"amp",
                                        "elasticity",
-                                       "pipeline",
                                        "sparse_attention",
                                        "compression_training",
                                        "data_efficiency",
@@ -22,7 +21,6 @@ const char* const kOpaqueSections[] = {"amp",
                                        "datastates",
                                        "hybrid_engine",
                                        "compile",
-                                       "tensor_parallel",
                                        "expert_parallel",
                                        "weight_quantization",
                                        "quantize_training",

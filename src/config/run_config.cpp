@@ -212,6 +212,10 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
     run.train.log_interval = *run.ds.steps_per_print;
 
   nlohmann::json resolved = to_json(run.ds);
+  // The rank grid's sections (validated above, kept out of DsConfig: parallel_config.h).
+  for (const char* key : {"pipeline", "tensor_parallel"}) {
+    if (json.contains(key)) resolved[key] = json[key];
+  }
   detail::Writer writer(resolved);
   visit_run_sections(writer, run, [](detail::Writer&& w, const auto& value, auto&& visit_one) {
     visit_one(w, value);

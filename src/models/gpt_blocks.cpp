@@ -10,6 +10,7 @@
 
 #include "deepshard/activation/checkpoint.h"
 #include "deepshard/kernels/fused_ops.h"
+#include "deepshard/models/attention.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/util/error.h"
 #include "models/layer_norm_call.h"
@@ -40,32 +41,38 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& config)
   c_proj = register_module("c_proj", linear(n_embd_, n_embd_, config.bias));
 }
 
-at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
-  const int64_t batch = x.size(0), seq = x.size(1), head_size = n_embd_ / n_head_;
-  // [B, T, 3C] -> q, k, v each [B, n_head, T, head_size]
-  auto qkv = c_attn(x).split(n_embd_, /*dim=*/2);
+at::Tensor causal_attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+                            int64_t n_head, double dropout, bool training, bool fused) {
+  const int64_t batch = q_in.size(0), seq = q_in.size(1), width = q_in.size(2);
+  const int64_t head_size = width / n_head;
+  // [B, T, n_head * head_size] -> [B, n_head, T, head_size]
   auto heads = [&](const at::Tensor& t) {
-    return t.view({batch, seq, n_head_, head_size}).transpose(1, 2);
+    return t.view({batch, seq, n_head, head_size}).transpose(1, 2);
   };
-  const at::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  const at::Tensor q = heads(q_in), k = heads(k_in), v = heads(v_in);
   const double scale = 1.0 / std::sqrt(double(head_size));
   at::Tensor att = torch::matmul(q, k.transpose(-2, -1));
-  if (fused_) {
+  if (fused) {
     att = kernels::causal_softmax(att, scale);  // scale, mask and softmax in one pass
   } else {
-    // Additive causal mask [T, T]: 0 on and below the diagonal, -inf above; device and dtype of x.
+    // Additive causal mask [T, T]: 0 on and below the diagonal, -inf above; device and dtype of q.
     const at::Tensor mask =
-        torch::full({seq, seq}, -std::numeric_limits<double>::infinity(), x.options()).triu(1);
+        torch::full({seq, seq}, -std::numeric_limits<double>::infinity(), q.options()).triu(1);
     att = torch::softmax(att * scale + mask, /*dim=*/-1);
   }
-  att = torch::dropout(att, dropout_, is_training());
+  att = torch::dropout(att, dropout, training);
+  return torch::matmul(att, v).transpose(1, 2).contiguous().view({batch, seq, width});
+}
+
+at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
+  // [B, T, 3C] -> q, k, v each [B, T, C]
+  auto qkv = c_attn(x).split(n_embd_, /*dim=*/2);
   const at::Tensor y =
-      torch::matmul(att, v).transpose(1, 2).contiguous().view({batch, seq, n_embd_});
+      causal_attention(qkv[0], qkv[1], qkv[2], n_head_, dropout_, is_training(), fused_);
   return torch::dropout(c_proj(y), dropout_, is_training());
 }
 
-MlpImpl::MlpImpl(const GptConfig& config)
-    : dropout_(config.dropout), fused_(config.fused_kernels) {
+MlpImpl::MlpImpl(const GptConfig& config) : dropout_(config.dropout), fused_(config.fused_kernels) {
   c_fc = register_module("c_fc", linear(config.n_embd, 4 * config.n_embd, config.bias));
   c_proj = register_module("c_proj", linear(4 * config.n_embd, config.n_embd, config.bias));
 }

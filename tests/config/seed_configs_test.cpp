@@ -17,8 +17,8 @@ using Lines = std::vector<std::string>;
 
 const std::string kDir = deepshard::testing::source_dir() + "/tests/data/seed_configs/";
 
-Outcome load(const std::string& file) {
-  ResolveContext c = context(2);
+Outcome load(const std::string& file, int64_t world_size = 2) {
+  ResolveContext c = context(world_size);
   c.origin = file;
   c.train.micro_batch_size = 4;
   return load_outcome(kDir + file, c);
@@ -86,13 +86,26 @@ TEST(SeedConfigs, CompressionPowerSgd) {
   EXPECT_TRUE(o.unsupported.empty());
 }
 
+// Pipeline 4 x tensor 2 spans 8 ranks per replica (docs/parallel.md): on 8 ranks (data-parallel
+// size 1) it resolves, and both sections are refused until their engines exist; on 2 ranks the
+// layout itself is an error naming the key.
 TEST(SeedConfigs, Hybrid3d) {
-  Outcome o = load("hybrid_3d.json");
+  Outcome o = load("hybrid_3d.json", 8);
   ASSERT_TRUE(o.errors.empty()) << o.errors.front();
   EXPECT_EQ(o.config.zero.stage, 3);
+  EXPECT_EQ(o.config.train_batch_size, 4);  // micro 4 x data-parallel size 1
   EXPECT_TRUE(o.warnings.empty());
   EXPECT_EQ(o.unsupported,
-            Lines({"not supported yet: pipeline", "not supported yet: tensor_parallel"}));
+            Lines({"not supported yet: pipeline.stages=4 (no pipeline engine yet; "
+                   "docs/parallel.md)",
+                   "not supported yet: tensor_parallel.size=2 (the training engine does not split "
+                   "models over tensor ranks yet; docs/parallel.md)"}));
+  Outcome two = load("hybrid_3d.json", 2);
+  ASSERT_EQ(two.errors.size(), 1u);
+  EXPECT_NE(two.errors[0].find("pipeline.stages: the job's 2 ranks are not divisible by pipeline "
+                               "stages (4) x tensor size (2)"),
+            std::string::npos)
+      << two.errors[0];
 }
 
 }  // namespace

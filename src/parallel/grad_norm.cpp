@@ -1,0 +1,36 @@
+// The all-axes gradient norm of a tensor-parallel model and clipping by it (grad_norm.h).
+#include "deepshard/parallel/grad_norm.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace deepshard::parallel {
+
+double global_grad_norm(TensorParallelGpt& model) {
+  comm::Group& tensor = model.tensor_group();
+  double squares = 0.0;
+  for (const auto& item : model.model()->named_parameters()) {
+    const at::Tensor& grad = item.value().grad();
+    if (!grad.defined()) continue;
+    if (!model.is_split(item.key()) && tensor.rank() != 0) continue;  // counted on rank 0 only
+    squares += at::linalg_vector_norm(grad, 2, {}, false, at::kDouble).square().item<double>();
+  }
+  at::Tensor total = at::full({1}, squares, at::kDouble);
+  tensor.all_reduce(total, comm::ReduceOp::kSum);
+  return std::sqrt(total.item<double>());
+}
+
+double clip_grad_norm(TensorParallelGpt& model, double max_norm) {
+  const double norm = global_grad_norm(model);
+  const double coefficient = max_norm / (norm + 1e-6);
+  if (coefficient < 1.0) {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : model.model()->parameters()) {
+      if (p.grad().defined()) p.grad().mul_(coefficient);
+    }
+  }
+  return norm;
+}
+
+}  // namespace deepshard::parallel

@@ -1,0 +1,33 @@
+// The tensor-parallel GPT on real ranks (tests/workers/tensor_parallel_worker.cpp): tiny preset
+// shape, fp32, 10 steps of Adam, losses, all-axes gradient norms (with clipping active) and the
+// gathered parameters equal the single-rank run: tensor 2 alone, and tensor 2 x data 2.
+#include <gtest/gtest.h>
+
+#include "support/test_support.h"
+
+namespace deepshard {
+namespace {
+
+std::string worker() { return testing::binary_dir() + "/tests/ds_tensor_parallel_worker"; }
+
+void expect_passes(int ranks, const std::vector<std::string>& args) {
+  auto r = testing::run_ranks(ranks, worker(), args, 300);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  for (int rank = 0; rank < ranks; ++rank) {
+    EXPECT_NE(r.output.find("[rank " + std::to_string(rank) + "] scenario tp_gpt_train passed"),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_NE(r.output.find("step 10 loss"), std::string::npos) << r.output;
+}
+
+TEST(TensorParallelGpt, Tensor2MatchesSingleRank) {
+  expect_passes(2, {"tp_gpt_train", "2", "10", "0.5"});
+}
+
+TEST(TensorParallelGpt, Tensor2Data2MatchesSingleRank) {
+  expect_passes(4, {"tp_gpt_train", "2", "10", "0.5"});
+}
+
+}  // namespace
+}  // namespace deepshard
