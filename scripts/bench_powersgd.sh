@@ -8,7 +8,7 @@
 # Usage: scripts/bench_powersgd.sh [--steps S] [--rank R] [--start K] [--wire]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps=300; rank=4; start=10; wire=0
+steps=300; rank=4; start=100; wire=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps="$2"; shift 2 ;;
