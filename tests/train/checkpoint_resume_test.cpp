@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 
 #include "deepshard/launch/subprocess.h"
 #include "train/llama_run.h"
@@ -42,6 +43,14 @@ class CheckpointResumeTest : public ::testing::Test {
       return out;
     }
   };
+
+  // The losses of runs that continue one another, in order (one chain of resumes).
+  static RunLosses chained(std::initializer_list<const Run*> runs) {
+    RunLosses out;
+    for (const Run* r : runs)
+      for (double l : r->losses()) out.losses.push_back(l);
+    return out;
+  }
 
   // Trains `steps` steps of the tiny GPT (run_helpers' config + `extra`) in run dir `name`.
   static Run train(const std::string& name, int ranks, int64_t micro, int64_t gas, int64_t steps,
@@ -151,11 +160,9 @@ TEST_F(CheckpointResumeTest, ReshardsAcrossWorldSizesAndStages) {
   const Run d = train("reshard_c", 3, 2, 2, 20, extra(2, c, 0, "auto"));
   ASSERT_EQ(d.status, 0) << d.output;
   EXPECT_NE(d.output.find("saved by 2 rank(s) at ZeRO stage 1"), std::string::npos) << d.output;
-  RunLosses chained, ref;
-  for (const Run* r : {&a, &b, &d})
-    for (double l : r->losses()) chained.losses.push_back(l);
+  RunLosses ref;
   ref.losses = reference.losses();
-  expect_same_losses(chained, ref, "N=4 stage 3 -> N=2 stage 1 -> N=3 stage 2");
+  expect_same_losses(chained({&a, &b, &d}), ref, "N=4 stage 3 -> N=2 stage 1 -> N=3 stage 2");
 
   // N = 2 stage 2 (1-10) -> N = 3 stage 3 (11-20), then N = 3 stage 0 from the N=4 stage 3 save.
   const std::string c2 = ckpt("reshard2");
@@ -163,16 +170,10 @@ TEST_F(CheckpointResumeTest, ReshardsAcrossWorldSizesAndStages) {
   ASSERT_EQ(e.status, 0) << e.output;
   const Run f = train("reshard_e", 3, 2, 2, 20, extra(3, c2, 0, "auto"));
   ASSERT_EQ(f.status, 0) << f.output;
-  RunLosses chained2;
-  for (const Run* r : {&e, &f})
-    for (double l : r->losses()) chained2.losses.push_back(l);
-  expect_same_losses(chained2, ref, "N=2 stage 2 -> N=3 stage 3");
+  expect_same_losses(chained({&e, &f}), ref, "N=2 stage 2 -> N=3 stage 3");
   const Run g = train("reshard_f", 3, 2, 2, 20, extra(0, c, 0, c + "/step7"));
   ASSERT_EQ(g.status, 0) << g.output;
-  RunLosses chained3;
-  for (double l : a.losses()) chained3.losses.push_back(l);
-  for (double l : g.losses()) chained3.losses.push_back(l);
-  expect_same_losses(chained3, ref, "N=4 stage 3 -> N=3 stage 0");
+  expect_same_losses(chained({&a, &g}), ref, "N=4 stage 3 -> N=3 stage 0");
 }
 
 // The Llama model resharded: N = 2 stage 3 (steps 1-10, built under zero.Init) -> N = 3 stage 1
@@ -189,11 +190,9 @@ TEST_F(CheckpointResumeTest, LlamaReshardsAcrossWorldSizesAndStages) {
   const Run b = train("llama_b", 3, 2, 2, 20, llama(1, c, 0, "auto"));
   ASSERT_EQ(b.status, 0) << b.output;
   EXPECT_NE(b.output.find("saved by 2 rank(s) at ZeRO stage 3"), std::string::npos) << b.output;
-  RunLosses chained, ref;
-  for (const Run* r : {&a, &b})
-    for (double l : r->losses()) chained.losses.push_back(l);
+  RunLosses ref;
   ref.losses = reference.losses();
-  expect_same_losses(chained, ref, "llama: N=2 stage 3 -> N=3 stage 1");
+  expect_same_losses(chained({&a, &b}), ref, "llama: N=2 stage 3 -> N=3 stage 1");
 }
 
 // kill -9 of a rank while it saves: the run fails, the previous `latest` stays and resumes exactly.
