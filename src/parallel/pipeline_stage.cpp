@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "deepshard/kernels/fused_ops.h"
+#include "deepshard/kernels/linear.h"
 #include "deepshard/util/error.h"
 #include "models/layer_norm_call.h"
 
@@ -89,8 +90,10 @@ at::Tensor GptStage::loss(const at::Tensor& hidden, const at::Tensor& targets) {
   DS_ASSERT(is_last(), "the loss is the last stage's");
   auto& gpt = *model_;
   const bool fused = gpt.config().fused_kernels;
+  // As models::Gpt's head: ln_f, then the tied wte (kernels::linear with the fused kernels).
+  const at::Tensor x = models::apply_layer_norm(gpt.ln_f, hidden, fused);
   const at::Tensor logits =
-      torch::linear(models::apply_layer_norm(gpt.ln_f, hidden, fused), gpt.wte->weight);
+      fused ? kernels::linear(x, gpt.wte->weight) : torch::linear(x, gpt.wte->weight);
   const at::Tensor flat = logits.view({-1, logits.size(-1)});
   if (fused) return kernels::cross_entropy(flat, targets.reshape({-1}));
   return torch::nn::functional::cross_entropy(flat.to(at::kFloat), targets.reshape({-1}));
