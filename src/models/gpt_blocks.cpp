@@ -2,14 +2,16 @@
 // GELU (tanh) MLP, and the pre-LayerNorm residual block. Submodules are registered in Hugging
 // Face's order and names (ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj). A block is
 // an activation-checkpointing region. With config.fused_kernels the layer norms, the scaled causal
-// softmax and the GELU run as the fused CPU kernels of kernels/fused_ops.h, and the Linear layers
-// on oneDNN's sgemm (kernels/linear.h).
+// softmax and the GELU run as the fused CPU kernels of kernels/fused_ops.h, the Linear layers on
+// oneDNN's sgemm (kernels/linear.h), and fp32 attention as the blocked kernel of
+// kernels/causal_attention.h.
 #include <torch/torch.h>
 
 #include <cmath>
 #include <limits>
 
 #include "deepshard/activation/checkpoint.h"
+#include "deepshard/kernels/causal_attention.h"
 #include "deepshard/kernels/fused_ops.h"
 #include "deepshard/models/attention.h"
 #include "deepshard/models/gpt.h"
@@ -68,9 +70,13 @@ at::Tensor causal_attention(const at::Tensor& q_in, const at::Tensor& k_in, cons
 
 at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
   // [B, T, 3C] -> q, k, v each [B, T, C]
-  auto qkv = apply_linear(c_attn, x, fused_).split(n_embd_, /*dim=*/2);
+  const at::Tensor packed = apply_linear(c_attn, x, fused_);
+  const bool blocked = fused_ && (dropout_ == 0.0 || !is_training()) &&
+                       kernels::blocked_attention_supported(packed, n_head_);
+  auto qkv = packed.split(n_embd_, /*dim=*/2);
   const at::Tensor y =
-      causal_attention(qkv[0], qkv[1], qkv[2], n_head_, dropout_, is_training(), fused_);
+      blocked ? kernels::causal_attention(packed, n_head_)
+              : causal_attention(qkv[0], qkv[1], qkv[2], n_head_, dropout_, is_training(), fused_);
   return torch::dropout(apply_linear(c_proj, y, fused_), dropout_, is_training());
 }
 

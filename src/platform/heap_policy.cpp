@@ -25,7 +25,8 @@ HeapPolicy apply() {
   policy.retained = mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 &&
                     mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1 &&
                     mallopt(M_TOP_PAD, kTopPad) == 1;
-  if (!policy.retained) policy.reason = "glibc refused the heap settings (mallopt): its default policy";
+  if (!policy.retained)
+    policy.reason = "glibc refused the heap settings (mallopt): its default policy";
 #else
   policy.retained = false;
   policy.reason = "the C library's default heap policy (not glibc)";
@@ -42,7 +43,8 @@ std::string users_heap_setting() {
     if (std::getenv(name) != nullptr) return name;
   }
   const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables != nullptr && std::string_view(tunables).find("glibc.malloc.") != std::string_view::npos)
+  if (tunables != nullptr &&
+      std::string_view(tunables).find("glibc.malloc.") != std::string_view::npos)
     return "GLIBC_TUNABLES (glibc.malloc)";
   return "";
 }
@@ -52,7 +54,8 @@ HeapPolicy choose_heap_policy(const char* deepshard_heap, const std::string& use
       deepshard_heap == nullptr || *deepshard_heap == '\0' ? "retain" : deepshard_heap;
   DS_CHECK(wanted == "retain" || wanted == "system", Error, "DEEPSHARD_HEAP=", wanted,
            ": expected retain (the default) or system");
-  if (wanted == "system") return {false, "the C library's default heap policy (DEEPSHARD_HEAP=system)"};
+  if (wanted == "system")
+    return {false, "the C library's default heap policy (DEEPSHARD_HEAP=system)"};
   if (!users_setting.empty())
     return {false, "the heap policy of " + users_setting + " (set in the environment; kept)"};
   return {true, "retain freed memory (glibc mmap threshold 32 MiB, trim threshold 1 GiB)"};
