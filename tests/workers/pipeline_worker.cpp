@@ -35,6 +35,7 @@ DS_WORKER_SCENARIO(pp_gpt_train) {
   parallel::PipelineEngine pipe(reference.fresh_model(), method, links, *groups.pipeline);
   torch::optim::Adam opt = reference.make_optimizer(pipe.stage().parameters());
 
+  double batch_s = 0.0, wait_s = 0.0;
   for (int step = 0; step < steps; ++step) {
     reference.step();
     opt.zero_grad();
@@ -45,6 +46,12 @@ DS_WORKER_SCENARIO(pp_gpt_train) {
       micro.push_back({idx, targets});
     }
     const double loss = pipe.train_batch(micro);
+    batch_s += pipe.batch_seconds();
+    wait_s += pipe.comm_wait_seconds();
+    DS_WORKER_EXPECT(
+        pipe.comm_wait_seconds() >= 0 && pipe.comm_wait_seconds() <= pipe.batch_seconds(),
+        "comm wait " << pipe.comm_wait_seconds() << " s of a " << pipe.batch_seconds()
+                     << " s batch");
     for (const at::Tensor& p : pipe.stage().parameters()) {
       at::Tensor g = p.grad().contiguous();
       groups.data->all_reduce(g, comm::ReduceOp::kAvg);
@@ -71,9 +78,10 @@ DS_WORKER_SCENARIO(pp_gpt_train) {
   if (group.rank() == 0) {
     std::printf(
         "grid: %s; partition (%s): %s; bubble fraction %.4f; worst loss relative difference "
-        "%.3g, worst parameter difference %.3g\n",
+        "%.3g, worst parameter difference %.3g; rank 0 waited on the pipeline %.0f %% of its "
+        "batches' time\n",
         grid.describe().c_str(), parallel::to_string(method), pipe.partition().describe().c_str(),
-        pipe.bubble_fraction(), reference.worst_loss(), worst_param);
+        pipe.bubble_fraction(), reference.worst_loss(), worst_param, 100.0 * wait_s / batch_s);
   }
 }
 
