@@ -13,11 +13,11 @@
 # readers of untrusted input only (util_tests, checkpoint_tests, fuzz_tests: the JSON config, the
 # checkpoint manifest and shards, safetensors and token files), the binaries that need no
 # executable beside them, so no instrumented deepshard is built (a fraction of `asan`'s build).
-# Environment: JOBS (default 1).
+# Environment: JOBS (default: the number of cores). CI (.ci/run) runs `readers` after the suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
-jobs="${JOBS:-1}"
+jobs="${JOBS:-$(nproc)}"
 
 configure() {  # dir flags
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
