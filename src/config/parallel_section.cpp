@@ -42,14 +42,9 @@ ParallelConfig parse_parallel(Section& root, DsConfig& config) {
   }
   const int64_t tensor = p.tensor_parallel.effective_size();
   if (tensor > 1) {
-    // Tensor parallelism trains with ZeRO stage 0 or 1 in fp32 (docs/parallel.md); the rest is
+    // Tensor parallelism trains with every ZeRO stage in fp32 (docs/parallel.md); the rest is
     // refused naming the key it meets.
     const std::string with = "tensor_parallel.size=" + std::to_string(tensor) + " with ";
-    if (config.zero.stage >= 2) {
-      config.other_features.push_back(with + "zero_optimization.stage=" +
-                                      std::to_string(config.zero.stage) +
-                                      " (tensor parallelism runs with ZeRO stage 0 or 1)");
-    }
     if (config.fp16.enabled || config.bf16.enabled) {
       config.other_features.push_back(
           with + (config.fp16.enabled ? "fp16.enabled" : "bf16.enabled") +

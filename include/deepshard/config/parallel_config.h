@@ -1,6 +1,6 @@
 // The rank grid's config sections (docs/parallel.md): "pipeline" and "tensor_parallel". Kept out of
 // DsConfig on purpose: parse_ds_config reads them (strictly) for the batch triple and refuses what
-// no engine trains yet (pipeline stages > 1; tensor parallelism beyond ZeRO stage 0/1 in fp32);
+// no engine trains yet (pipeline stages > 1; tensor parallelism in fp16/bf16);
 // RunConfig::parallel and the parallel layer read them with parse_parallel_config.
 #pragma once
 

@@ -100,7 +100,7 @@ class Engine {
   virtual int64_t persistent_parameters() const = 0;
   virtual int64_t largest_unit_parameters() const = 0;
   // Declares the model-parallel axis (see ModelParallelAxis) before the first step; every rank of
-  // the job calls it. Stages 0 and 1 (and 2) take it; stage 3 refuses it (ConfigError).
+  // the job calls it. Every stage takes it (stage 3: over its units' slices).
   virtual void set_model_parallel(ModelParallelAxis axis) = 0;
 
   // Checkpoints (docs/checkpoint.md). Both are collective: every rank calls them with the same
