@@ -1,7 +1,8 @@
 // The fused CPU kernels (kernels/fused_ops.h) against the libtorch sequences they replace, forward
 // + backward on the activations of one layer of the peers' GPT (batch 8, 4 heads, T 128, C 256)
 // and of `small` (8 x 6 heads, T 256, C 384), fp32 and bf16, one thread (a rank's share of 2 cores
-// at N = 2). Args: model (0 = peer, 1 = small), dtype (0 = fp32, 1 = bf16).
+// at N = 2). Args: model (0 = peer, 1 = small), dtype (0 = fp32, 1 = bf16). The blocked causal
+// attention (kernels/causal_attention.h, fp32) against the GPT's unfused attention sequence.
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
@@ -9,7 +10,9 @@
 #include <cmath>
 #include <limits>
 
+#include "deepshard/kernels/causal_attention.h"
 #include "deepshard/kernels/fused_ops.h"
+#include "deepshard/platform/heap_policy.h"
 
 namespace {
 
@@ -52,9 +55,8 @@ at::Tensor targets_for(const at::Tensor& logits) {
 }
 
 void BM_FusedGeluTanh(benchmark::State& state) {
-  forward_backward(state, gelu_input(state), [](const at::Tensor& x) {
-    return deepshard::kernels::gelu_tanh(x);
-  });
+  forward_backward(state, gelu_input(state),
+                   [](const at::Tensor& x) { return deepshard::kernels::gelu_tanh(x); });
 }
 void BM_TorchGeluTanh(benchmark::State& state) {
   forward_backward(state, gelu_input(state),
@@ -117,8 +119,37 @@ void BM_TorchCrossEntropy(benchmark::State& state) {
   });
 }
 
-#define DS_FUSED_BENCH(name) \
-  BENCHMARK(name)->ArgNames({"model", "bf16"})->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond)
+// Attention from the packed qkv [B, T, 3C] to [B, T, C] (fp32 only: bf16 keeps the unfused path).
+at::Tensor qkv_input(const benchmark::State& state) {
+  const Shape s = kShapes[state.range(0)];
+  return torch::randn({s.batch, s.t, 3 * s.c});
+}
+void BM_BlockedCausalAttention(benchmark::State& state) {
+  const int64_t heads = kShapes[state.range(0)].heads;
+  forward_backward(state, qkv_input(state), [&](const at::Tensor& x) {
+    return deepshard::kernels::causal_attention(x, heads);
+  });
+}
+void BM_TorchCausalAttention(benchmark::State& state) {  // the GPT's unfused sequence
+  const int64_t heads = kShapes[state.range(0)].heads;
+  forward_backward(state, qkv_input(state), [&](const at::Tensor& x) {
+    const int64_t b = x.size(0), t = x.size(1), c = x.size(2) / 3;
+    const auto parts = x.split(c, 2);
+    auto split_heads = [&](const at::Tensor& v) {
+      return v.view({b, t, heads, c / heads}).transpose(1, 2);
+    };
+    const at::Tensor att = deepshard::kernels::causal_softmax(
+        torch::matmul(split_heads(parts[0]), split_heads(parts[1]).transpose(-2, -1)),
+        1.0 / std::sqrt(double(c / heads)));
+    return torch::matmul(att, split_heads(parts[2])).transpose(1, 2).contiguous().view({b, t, c});
+  });
+}
+
+#define DS_FUSED_BENCH(name)          \
+  BENCHMARK(name)                     \
+      ->ArgNames({"model", "bf16"})   \
+      ->ArgsProduct({{0, 1}, {0, 1}}) \
+      ->Unit(benchmark::kMicrosecond)
 DS_FUSED_BENCH(BM_FusedLayerNorm);
 DS_FUSED_BENCH(BM_TorchLayerNorm);
 DS_FUSED_BENCH(BM_FusedGeluTanh);
@@ -127,7 +158,24 @@ DS_FUSED_BENCH(BM_FusedCausalSoftmax);
 DS_FUSED_BENCH(BM_TorchCausalSoftmax);
 DS_FUSED_BENCH(BM_FusedCrossEntropy);
 DS_FUSED_BENCH(BM_TorchCrossEntropy);
+BENCHMARK(BM_BlockedCausalAttention)
+    ->ArgNames({"model"})
+    ->DenseRange(0, 1)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TorchCausalAttention)
+    ->ArgNames({"model"})
+    ->DenseRange(0, 1)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// With deepshard train's heap policy (platform/heap_policy.h), so that neither side pays for the
+// page faults of its temporaries.
+int main(int argc, char** argv) {
+  deepshard::platform::retain_freed_heap_memory();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

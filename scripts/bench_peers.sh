@@ -122,6 +122,7 @@ print("CPU %s (ISA %s), OpenBLAS core %s, OPENBLAS_CORETYPE=%s (%s), %s intra-op
 }
 
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo '?')"  # at the start: a merge may move HEAD
 started="$(date -u '+%Y-%m-%d %H:%M UTC')"
 for i in $(seq 1 "$repeat"); do
   for model in "${models[@]}"; do
@@ -142,7 +143,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2fx", a / b; else
 cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
 echo "Measured $started by \`scripts/bench_peers.sh --repeat $repeat --steps $steps --warmup $warmup\`"
 echo "on $cpu ($(nproc) cores), $("$py" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null),"
-echo "deepshard $(git rev-parse --short HEAD 2>/dev/null || echo '?'), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset},"
+echo "deepshard $commit, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset},"
 echo "$world ranks x $batch sequences, $steps steps (median step after $warmup), median of $repeat runs;"
 echo "load average (1/5/15 min) before: $load_before, after: $load_after."
 [ -s "$out_dir/platform.txt" ] && echo "deepshard's ranks: $(cat "$out_dir/platform.txt")."

@@ -18,6 +18,7 @@
 #include "deepshard/parallel/process_groups.h"
 #include "deepshard/parallel/rank_grid.h"
 #include "deepshard/platform/blas_kernels.h"
+#include "deepshard/platform/heap_policy.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/util/log.h"
 
@@ -64,6 +65,7 @@ int run_train_command(const Args& args) {
   std::vector<std::string> argv = {"deepshard", "train"};
   argv.insert(argv.end(), args.begin(), args.end());
   const std::string blas = platform::ensure_blas_kernels(argv);
+  const platform::HeapPolicy heap = platform::retain_freed_heap_memory();
 
   nlohmann::json json = config::read_json_file(run_path);
   std::string origin = run_path;
@@ -76,7 +78,7 @@ int run_train_command(const Args& args) {
 
   const auto info = comm::rendezvous_from_env();
   log::set_rank(info.rank);
-  if (info.rank == 0) log::info("BLAS: ", blas);
+  if (info.rank == 0) log::info("BLAS: ", blas, "; heap: ", heap.reason);
   install_swap_fault_for_tests(info.rank);
   std::vector<std::string> warnings;
   const auto run = config::parse_run_config(json, info.world_size, &warnings, origin);

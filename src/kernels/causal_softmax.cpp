@@ -6,6 +6,7 @@
 
 #include "deepshard/kernels/fused_ops.h"
 #include "deepshard/util/error.h"
+#include "kernels/causal_softmax_rows.h"
 #include "kernels/simd.h"
 
 namespace deepshard::kernels {
@@ -16,7 +17,8 @@ using simd::exp_nonpositive;
 using simd::float_to_bf16;
 
 // Row of `cols` entries of which the first `valid` are unmasked; `buf` holds `cols` floats.
-DS_SIMD_INLINE void softmax_row(const float* in, float* out, int64_t valid, int64_t cols, float scale) {
+DS_SIMD_INLINE void softmax_row(const float* in, float* out, int64_t valid, int64_t cols,
+                                float scale) {
   float max = -3.402823466e38f;
   for (int64_t j = 0; j < valid; ++j) max = in[j] * scale > max ? in[j] * scale : max;
   float sum = 0.0f;
@@ -30,19 +32,36 @@ DS_SIMD_INLINE void softmax_row(const float* in, float* out, int64_t valid, int6
 }
 
 DS_SIMD_INLINE void softmax_grad_row(const float* y, const float* dy, float* dx, int64_t valid,
-                             int64_t cols, float scale) {
+                                     int64_t cols, float scale) {
   float dot = 0.0f;
   for (int64_t j = 0; j < valid; ++j) dot += y[j] * dy[j];
   for (int64_t j = 0; j < valid; ++j) dx[j] = scale * y[j] * (dy[j] - dot);
   for (int64_t j = valid; j < cols; ++j) dx[j] = 0.0f;
 }
 
-// Rows [row0, row0 + rows) of matrices with `cols` columns and `t` rows each.
-DS_SIMD_KERNEL void forward_f32(const float* in, float* out, int64_t row0, int64_t rows,
-                                int64_t cols, int64_t t, float scale) {
+}  // namespace
+
+namespace detail {
+
+DS_SIMD_KERNEL void causal_softmax_rows_f32(const float* in, float* out, int64_t row0, int64_t rows,
+                                            int64_t cols, int64_t t, float scale) {
   for (int64_t r = row0; r < row0 + rows; ++r)
     softmax_row(in + r * cols, out + r * cols, std::min(cols, r % t + 1), cols, scale);
 }
+DS_SIMD_KERNEL void causal_softmax_grad_rows_f32(const float* y, const float* dy, float* dx,
+                                                 int64_t row0, int64_t rows, int64_t cols,
+                                                 int64_t t, float scale) {
+  for (int64_t r = row0; r < row0 + rows; ++r)
+    softmax_grad_row(y + r * cols, dy + r * cols, dx + r * cols, std::min(cols, r % t + 1), cols,
+                     scale);
+}
+}  // namespace detail
+
+namespace {
+
+using detail::causal_softmax_grad_rows_f32;
+using detail::causal_softmax_rows_f32;
+
 DS_SIMD_KERNEL void forward_bf16(const uint16_t* in, uint16_t* out, float* buf, int64_t row0,
                                  int64_t rows, int64_t cols, int64_t t, float scale) {
   for (int64_t r = row0; r < row0 + rows; ++r) {
@@ -50,12 +69,6 @@ DS_SIMD_KERNEL void forward_bf16(const uint16_t* in, uint16_t* out, float* buf, 
     softmax_row(buf, buf + cols, std::min(cols, r % t + 1), cols, scale);
     for (int64_t j = 0; j < cols; ++j) out[r * cols + j] = float_to_bf16(buf[cols + j]);
   }
-}
-DS_SIMD_KERNEL void backward_f32(const float* y, const float* dy, float* dx, int64_t row0,
-                                 int64_t rows, int64_t cols, int64_t t, float scale) {
-  for (int64_t r = row0; r < row0 + rows; ++r)
-    softmax_grad_row(y + r * cols, dy + r * cols, dx + r * cols, std::min(cols, r % t + 1), cols,
-                     scale);
 }
 DS_SIMD_KERNEL void backward_bf16(const uint16_t* y, const uint16_t* dy, uint16_t* dx, float* buf,
                                   int64_t row0, int64_t rows, int64_t cols, int64_t t,
@@ -84,7 +97,7 @@ struct CausalSoftmax : torch::autograd::Function<CausalSoftmax> {
     const float s = static_cast<float>(scale);
     at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
       if (x.scalar_type() == at::kFloat) {
-        forward_f32(ptr<float>(x), ptr<float>(y), begin, end - begin, cols, t, s);
+        causal_softmax_rows_f32(ptr<float>(x), ptr<float>(y), begin, end - begin, cols, t, s);
       } else {
         std::vector<float> buf(static_cast<size_t>(2 * cols));
         forward_bf16(ptr<uint16_t>(x), ptr<uint16_t>(y), buf.data(), begin, end - begin, cols, t,
@@ -105,7 +118,8 @@ struct CausalSoftmax : torch::autograd::Function<CausalSoftmax> {
     at::Tensor dx = at::empty_like(y);
     at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
       if (y.scalar_type() == at::kFloat) {
-        backward_f32(ptr<float>(y), ptr<float>(dy), ptr<float>(dx), begin, end - begin, cols, t, s);
+        causal_softmax_grad_rows_f32(ptr<float>(y), ptr<float>(dy), ptr<float>(dx), begin,
+                                     end - begin, cols, t, s);
       } else {
         std::vector<float> buf(static_cast<size_t>(3 * cols));
         backward_bf16(ptr<uint16_t>(y), ptr<uint16_t>(dy), ptr<uint16_t>(dx), buf.data(), begin,

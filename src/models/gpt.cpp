@@ -1,9 +1,10 @@
 // The GPT-2 model: embeddings, the block stack (through the engine's block runner when one is
-// installed), the final LayerNorm and the head tied to wte.
+// installed), the final LayerNorm and the head tied to wte (on kernels::linear with fused_kernels).
 #include "deepshard/models/gpt.h"
 
 #include <torch/torch.h>
 
+#include "deepshard/kernels/linear.h"
 #include "deepshard/util/error.h"
 #include "models/gpt_init.h"
 #include "models/layer_norm_call.h"
@@ -51,7 +52,8 @@ at::Tensor GptImpl::forward(const at::Tensor& idx) {
     });
   }
   // The head reuses wte's weight ([vocab, C]): logits = ln_f(x) wte^T.
-  return torch::linear(apply_layer_norm(ln_f, x, config_.fused_kernels), wte->weight);
+  const at::Tensor xf = apply_layer_norm(ln_f, x, config_.fused_kernels);
+  return config_.fused_kernels ? kernels::linear(xf, wte->weight) : torch::linear(xf, wte->weight);
 }
 
 sharding::ShardingPlan GptImpl::sharding_plan() {

@@ -2,18 +2,22 @@
 // GELU (tanh) MLP, and the pre-LayerNorm residual block. Submodules are registered in Hugging
 // Face's order and names (ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj). A block is
 // an activation-checkpointing region. With config.fused_kernels the layer norms, the scaled causal
-// softmax and the GELU run as the fused CPU kernels of kernels/fused_ops.h.
+// softmax and the GELU run as the fused CPU kernels of kernels/fused_ops.h, the Linear layers on
+// oneDNN's sgemm (kernels/linear.h), and fp32 attention as the blocked kernel of
+// kernels/causal_attention.h.
 #include <torch/torch.h>
 
 #include <cmath>
 #include <limits>
 
 #include "deepshard/activation/checkpoint.h"
+#include "deepshard/kernels/causal_attention.h"
 #include "deepshard/kernels/fused_ops.h"
 #include "deepshard/models/attention.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/util/error.h"
 #include "models/layer_norm_call.h"
+#include "models/linear_call.h"
 
 namespace deepshard::models {
 namespace {
@@ -66,10 +70,14 @@ at::Tensor causal_attention(const at::Tensor& q_in, const at::Tensor& k_in, cons
 
 at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
   // [B, T, 3C] -> q, k, v each [B, T, C]
-  auto qkv = c_attn(x).split(n_embd_, /*dim=*/2);
+  const at::Tensor packed = apply_linear(c_attn, x, fused_);
+  const bool blocked = fused_ && (dropout_ == 0.0 || !is_training()) &&
+                       kernels::blocked_attention_supported(packed, n_head_);
+  auto qkv = packed.split(n_embd_, /*dim=*/2);
   const at::Tensor y =
-      causal_attention(qkv[0], qkv[1], qkv[2], n_head_, dropout_, is_training(), fused_);
-  return torch::dropout(c_proj(y), dropout_, is_training());
+      blocked ? kernels::causal_attention(packed, n_head_)
+              : causal_attention(qkv[0], qkv[1], qkv[2], n_head_, dropout_, is_training(), fused_);
+  return torch::dropout(apply_linear(c_proj, y, fused_), dropout_, is_training());
 }
 
 MlpImpl::MlpImpl(const GptConfig& config) : dropout_(config.dropout), fused_(config.fused_kernels) {
@@ -78,9 +86,9 @@ MlpImpl::MlpImpl(const GptConfig& config) : dropout_(config.dropout), fused_(con
 }
 
 at::Tensor MlpImpl::forward(const at::Tensor& x) {
-  const at::Tensor h = c_fc(x);
-  return torch::dropout(c_proj(fused_ ? kernels::gelu_tanh(h) : torch::gelu(h, "tanh")), dropout_,
-                        is_training());
+  const at::Tensor h = apply_linear(c_fc, x, fused_);
+  const at::Tensor a = fused_ ? kernels::gelu_tanh(h) : torch::gelu(h, "tanh");
+  return torch::dropout(apply_linear(c_proj, a, fused_), dropout_, is_training());
 }
 
 at::Tensor apply_layer_norm(torch::nn::LayerNorm& ln, const at::Tensor& x, bool fused) {

@@ -6,7 +6,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "deepshard/kernels/linear.h"
 #include "deepshard/util/error.h"
+#include "models/linear_call.h"
 
 namespace deepshard::models {
 namespace {
@@ -96,7 +98,9 @@ at::Tensor LlamaImpl::forward(const at::Tensor& idx) {
     x = unit_calls_(i, [&] { return blocks[i]->forward(x); });
   }
   x = model->norm(x);
-  return lm_head ? lm_head(x) : torch::linear(x, model->embed_tokens->weight);
+  if (lm_head) return apply_linear(lm_head, x, config_.fused_kernels);
+  return config_.fused_kernels ? kernels::linear(x, model->embed_tokens->weight)
+                               : torch::linear(x, model->embed_tokens->weight);
 }
 
 sharding::ShardingPlan LlamaImpl::sharding_plan() {

@@ -1,5 +1,6 @@
 // The Llama decoder layer and its parts (llama.h): RMSNorm, rotary embeddings, grouped-query
-// causal attention, the SwiGLU MLP. A decoder layer is an activation-checkpointing region.
+// causal attention, the SwiGLU MLP. A decoder layer is an activation-checkpointing region. With
+// config.fused_kernels the projections run on oneDNN's sgemm (kernels/linear.h).
 #include <torch/torch.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "deepshard/activation/checkpoint.h"
 #include "deepshard/models/llama.h"
 #include "deepshard/util/error.h"
+#include "models/linear_call.h"
 
 namespace deepshard::models {
 namespace {
@@ -52,7 +54,8 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config)
     : n_head_(config.n_head),
       n_kv_head_(config.n_kv_head),
       head_dim_(config.n_head > 0 ? config.n_embd / config.n_head : 0),
-      rope_theta_(config.rope_theta) {
+      rope_theta_(config.rope_theta),
+      fused_(config.fused_kernels) {
   DS_CHECK(config.n_head > 0 && config.n_embd % config.n_head == 0 && head_dim_ % 2 == 0, Error,
            "Llama config: n_embd ", config.n_embd, " must be n_head (", config.n_head,
            ") times an even head size (rotary embeddings rotate pairs)");
@@ -72,11 +75,11 @@ at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x) {
   auto [cos, sin] = rotary_tables(seq, head_dim_, rope_theta_, x.device());
   cos = cos.to(x.scalar_type());
   sin = sin.to(x.scalar_type());
-  const at::Tensor q = apply_rotary(heads(q_proj(x), n_head_), cos, sin);
+  const at::Tensor q = apply_rotary(heads(apply_linear(q_proj, x, fused_), n_head_), cos, sin);
   // Grouped-query attention: key/value head j serves query heads j * group ... (j + 1) * group - 1.
   const int64_t group = n_head_ / n_kv_head_;
-  at::Tensor k = apply_rotary(heads(k_proj(x), n_kv_head_), cos, sin);
-  at::Tensor v = heads(v_proj(x), n_kv_head_);
+  at::Tensor k = apply_rotary(heads(apply_linear(k_proj, x, fused_), n_kv_head_), cos, sin);
+  at::Tensor v = heads(apply_linear(v_proj, x, fused_), n_kv_head_);
   if (group > 1) {
     k = k.repeat_interleave(group, 1);
     v = v.repeat_interleave(group, 1);
@@ -89,17 +92,19 @@ at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x) {
   const at::Tensor att = torch::softmax(scores, /*dim=*/-1, at::kFloat).to(q.scalar_type());
   const at::Tensor y =
       torch::matmul(att, v).transpose(1, 2).contiguous().view({batch, seq, n_head_ * head_dim_});
-  return o_proj(y);
+  return apply_linear(o_proj, y, fused_);
 }
 
-LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& config) {
+LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& config) : fused_(config.fused_kernels) {
   gate_proj = register_module("gate_proj", linear(config.n_embd, config.intermediate_size));
   up_proj = register_module("up_proj", linear(config.n_embd, config.intermediate_size));
   down_proj = register_module("down_proj", linear(config.intermediate_size, config.n_embd));
 }
 
 at::Tensor LlamaMlpImpl::forward(const at::Tensor& x) {
-  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+  const at::Tensor gated =
+      torch::silu(apply_linear(gate_proj, x, fused_)) * apply_linear(up_proj, x, fused_);
+  return apply_linear(down_proj, gated, fused_);
 }
 
 LlamaBlockImpl::LlamaBlockImpl(const LlamaConfig& config) {

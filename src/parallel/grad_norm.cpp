@@ -21,15 +21,18 @@ double global_grad_norm(TensorParallelGpt& model) {
   return std::sqrt(total.item<double>());
 }
 
+void scale_to_norm(const std::vector<at::Tensor>& params, double norm, double max_norm) {
+  const double coefficient = max_norm / (norm + 1e-6);
+  if (coefficient >= 1.0) return;
+  torch::NoGradGuard no_grad;
+  for (const auto& p : params) {
+    if (p.grad().defined()) p.grad().mul_(coefficient);
+  }
+}
+
 double clip_grad_norm(TensorParallelGpt& model, double max_norm) {
   const double norm = global_grad_norm(model);
-  const double coefficient = max_norm / (norm + 1e-6);
-  if (coefficient < 1.0) {
-    torch::NoGradGuard no_grad;
-    for (const auto& p : model.model()->parameters()) {
-      if (p.grad().defined()) p.grad().mul_(coefficient);
-    }
-  }
+  scale_to_norm(model.model()->parameters(), norm, max_norm);
   return norm;
 }
 

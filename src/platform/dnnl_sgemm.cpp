@@ -1,6 +1,9 @@
 // oneDNN's sgemm, checked once per process (dnnl_sgemm.h).
 #include "deepshard/platform/dnnl_sgemm.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
 #include "platform/sgemm_check.h"
@@ -24,6 +27,13 @@ const Decision& decision() {
       r.status = "not built with oneDNN (libdnnl-dev): Linear layers use libtorch's matmul";
       return r;
     }
+    const char* choice = std::getenv("DEEPSHARD_LINEAR");
+    if (choice != nullptr && std::string_view(choice) == "torch") {
+      r.status = "DEEPSHARD_LINEAR=torch: Linear layers use libtorch's matmul";
+      return r;
+    }
+    DS_CHECK(choice == nullptr || *choice == '\0' || std::string_view(choice) == "dnnl", Error,
+             "DEEPSHARD_LINEAR=", choice, ": expected dnnl (the default) or torch");
     std::string why;
     r.usable = dnnl_sgemm_numerically_correct(&why);
 #if DS_HAVE_DNNL

@@ -46,6 +46,13 @@ OpCount op_flops(std::string_view op, c10::ArrayRef<const c10::IValue> in) {
     const int64_t macs = numel(in, 0) * in[1].toTensor().size(0);
     return {2 * macs, macs};
   }
+  if (op == "deepshard::causal_attention") {  // kernels/causal_attention.h: as the unfused ops
+    if (!is_tensor(in, 0) || in.size() < 2 || !in[1].isInt()) return {};
+    const auto qkv = in[0].toTensor().sizes();  // [B, T, 3C]
+    const int64_t batch = qkv[0], seq = qkv[1], width = qkv[2] / 3;
+    const int64_t macs = 2 * batch * seq * seq * width;           // q kᵀ and att v over all heads
+    return {2 * macs + batch * in[1].toInt() * seq * seq, macs};  // + the softmax
+  }
   if (op == "aten::matmul" || op == "aten::mm" || op == "aten::bmm") return matmul(in, 0, 1);
   if (op == "aten::addmm" || op == "aten::baddbmm") {
     OpCount c = matmul(in, 1, 2);

@@ -7,6 +7,7 @@
 
 #include "deepshard/platform/blas_kernels.h"
 #include "deepshard/platform/cpu_info.h"
+#include "deepshard/platform/heap_policy.h"
 #include "deepshard/train/matmul_peak.h"
 
 namespace deepshard::train {
@@ -21,7 +22,8 @@ nlohmann::json platform_json() {
           {"openblas_coretype", coretype ? coretype : ""},
           {"blas", blas.reason},
           {"intra_op_threads", at::get_num_threads()},
-          {"onednn", onednn_version()}};
+          {"onednn", onednn_version()},
+          {"heap", platform::heap_policy_status()}};
 }
 
 }  // namespace deepshard::train

@@ -9,19 +9,12 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/expect_close.h"
+
 namespace deepshard::kernels {
 namespace {
 
 // max |a - b| <= atol + rtol * max |b|
-void expect_close(const at::Tensor& a, const at::Tensor& b, double atol, double rtol,
-                  const std::string& what) {
-  ASSERT_EQ(a.sizes(), b.sizes()) << what;
-  const double diff = (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-  const double scale = b.to(at::kDouble).abs().max().item<double>();
-  EXPECT_LE(diff, atol + rtol * scale) << what << ": max difference " << diff << " (scale "
-                                       << scale << ")";
-}
-
 at::Tensor reference_causal_softmax(const at::Tensor& s, double scale) {
   const int64_t t = s.size(-1);
   const at::Tensor mask =
@@ -49,7 +42,8 @@ void compare(const std::function<at::Tensor(const at::Tensor&)>& fused,
   // bf16: the fused kernel computes in fp32 and rounds once; compare with the fp32 reference on
   // the same bf16 values (bf16 has 8 significant bits: 2^-8 relative).
   const at::Tensor xb = x.to(at::kBFloat16), dyb = dy.defined() ? dy.to(at::kBFloat16) : dy;
-  const auto [yb_ref, dxb_ref] = run(reference, xb.to(at::kFloat), dyb.defined() ? dyb.to(at::kFloat) : dyb);
+  const auto [yb_ref, dxb_ref] =
+      run(reference, xb.to(at::kFloat), dyb.defined() ? dyb.to(at::kFloat) : dyb);
   const auto [yb, dxb] = run(fused, xb, dyb);
   EXPECT_EQ(yb.scalar_type(), bf16_output) << what;
   EXPECT_EQ(dxb.scalar_type(), at::kBFloat16) << what;
@@ -61,13 +55,15 @@ TEST(FusedOps, GeluTanhMatchesTorch) {
   torch::manual_seed(1);
   for (int64_t n : {1, 17, 1000, 8 * 128 * 1024 + 3}) {
     const at::Tensor x = torch::randn({n}) * 3;
-    compare(gelu_tanh, [](const at::Tensor& v) { return torch::gelu(v, "tanh"); }, x,
-            torch::randn({n}), "gelu n=" + std::to_string(n));
+    compare(
+        gelu_tanh, [](const at::Tensor& v) { return torch::gelu(v, "tanh"); }, x, torch::randn({n}),
+        "gelu n=" + std::to_string(n));
   }
   // Saturation: large |x| (tanh = ±1) and tiny x.
   const at::Tensor x = torch::tensor({-30.f, -9.f, -1e-6f, 0.f, 1e-6f, 9.f, 30.f});
-  compare(gelu_tanh, [](const at::Tensor& v) { return torch::gelu(v, "tanh"); }, x,
-          torch::ones({7}), "gelu extremes");
+  compare(
+      gelu_tanh, [](const at::Tensor& v) { return torch::gelu(v, "tanh"); }, x, torch::ones({7}),
+      "gelu extremes");
 }
 
 TEST(FusedOps, CausalSoftmaxMatchesTorch) {
@@ -136,7 +132,8 @@ TEST(FusedOps, OtherDtypesFallBackToTorch) {
 }
 
 TEST(FusedOps, ATargetOutsideTheVocabularyIsAnError) {
-  EXPECT_THROW(cross_entropy(torch::randn({2, 4}), torch::tensor({1, 4}, at::kLong)), std::exception);
+  EXPECT_THROW(cross_entropy(torch::randn({2, 4}), torch::tensor({1, 4}, at::kLong)),
+               std::exception);
 }
 
 }  // namespace

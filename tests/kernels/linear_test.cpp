@@ -8,19 +8,10 @@
 #include <torch/torch.h>
 
 #include "deepshard/platform/dnnl_sgemm.h"
+#include "kernels/expect_close.h"
 
 namespace deepshard::kernels {
 namespace {
-
-// max |a - b| <= rtol * max |b| (+ a tiny atol for all-zero references)
-void expect_close(const at::Tensor& a, const at::Tensor& b, double rtol, const std::string& what) {
-  ASSERT_EQ(a.sizes(), b.sizes()) << what;
-  ASSERT_EQ(a.scalar_type(), b.scalar_type()) << what;
-  const double diff = (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-  const double scale = b.to(at::kDouble).abs().max().item<double>();
-  EXPECT_LE(diff, 1e-12 + rtol * scale)
-      << what << ": max difference " << diff << " (scale " << scale << ")";
-}
 
 struct Result {
   at::Tensor y, dx, dw, db;
@@ -51,10 +42,11 @@ void compare(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, doub
   const auto got = run(
       [](const at::Tensor& a, const at::Tensor& c, const at::Tensor& d) { return linear(a, c, d); },
       x, w, b, dy);
-  expect_close(got.y, ref.y, rtol, what + " y");
-  expect_close(got.dx, ref.dx, rtol, what + " dX");
-  expect_close(got.dw, ref.dw, rtol, what + " dW");
-  if (b.defined()) expect_close(got.db, ref.db, rtol, what + " db");
+  ASSERT_EQ(got.y.scalar_type(), ref.y.scalar_type()) << what;
+  expect_close(got.y, ref.y, 1e-12, rtol, what + " y");
+  expect_close(got.dx, ref.dx, 1e-12, rtol, what + " dX");
+  expect_close(got.dw, ref.dw, 1e-12, rtol, what + " dW");
+  if (b.defined()) expect_close(got.db, ref.db, 1e-12, rtol, what + " db");
 }
 
 TEST(DnnlLinear, Fp32MatchesTorchLinearOnTheGptShapes) {
@@ -90,7 +82,7 @@ TEST(DnnlLinear, OnlyTheInputsThatNeedGradientsGetThem) {
   const at::Tensor y = linear(x, w, b);
   y.sum().backward();
   ASSERT_TRUE(w.grad().defined());
-  expect_close(w.grad(), torch::ones({4, 8}).t().mm(x), 1e-5, "dW");
+  expect_close(w.grad(), torch::ones({4, 8}).t().mm(x), 1e-12, 1e-5, "dW");
   EXPECT_FALSE(x.requires_grad() && x.grad().defined());
 }
 

@@ -70,8 +70,8 @@ TEST(WireFormat, PredivideAndPrescaleOnlyChangeRounding) {
       // The loss within 1e-4; the gradient norm within 1e-3: it amplifies the rounding of 20 steps
       // (6.8e-4 measured at step 20 with predivide 3 after the fused kernels landed), while a
       // missing or doubled scaling would be off by 2x or 3x.
-      for (const auto& [key, tolerance] : {std::pair<const char*, double>{"loss", 1e-4},
-                                           {"grad_norm", 1e-3}}) {
+      for (const auto& [key, tolerance] :
+           {std::pair<const char*, double>{"loss", 1e-4}, {"grad_norm", 1e-3}}) {
         const double want = plain[i].at(key).get<double>();
         const double got = scaled[i].at(key).get<double>();
         EXPECT_LT(std::abs(got - want), tolerance * std::abs(want))

@@ -1,33 +1,13 @@
 // Tensor-parallel GPT scenarios (tests/parallel/tensor_parallel_test.cpp), on real ranks. Every
-// rank also runs the single-rank reference itself (the whole model, the whole global batch), so
-// the comparison is with the single-rank run step by step, in the same process.
-#include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
-
-#include <cmath>
-#include <cstdio>
-
+// rank also runs the single-rank reference itself (gpt_reference.h: the whole model, the whole
+// global batch), so the comparison is with the single-rank run step by step, in the same process.
 #include "deepshard/parallel/grad_norm.h"
 #include "deepshard/parallel/process_groups.h"
 #include "deepshard/parallel/tensor_parallel_gpt.h"
-#include "workers/worker.h"
+#include "workers/gpt_reference.h"
 
 namespace deepshard::testing {
 namespace {
-
-// The tiny preset's shape (4 layers, 4 heads, 128 wide, byte vocabulary) on 32-token sequences.
-models::GptConfig tiny() {
-  models::GptConfig c;
-  c.n_layer = 4;
-  c.n_head = 4;
-  c.n_embd = 128;
-  c.block_size = 32;
-  c.vocab_size = 256;
-  c.dropout = 0.0;
-  return c;
-}
-
-double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); }
 
 // args: TENSOR STEPS MAX_NORM. World = data x tensor. Global batch 4 sequences per step, each
 // data-parallel rank takes its rows; gradients averaged over the data group, clipped by the
@@ -42,33 +22,19 @@ DS_WORKER_SCENARIO(tp_gpt_train) {
   const parallel::RankGrid grid(group.size(), 1, tensor_size);
   parallel::ParallelGroups groups = parallel::make_parallel_groups(group, grid, options);
   const int dp = grid.data_size(), dp_rank = groups.coord.data;
-  const int64_t global_batch = 4, seq = 32;
+  const int64_t global_batch = 4;
   DS_WORKER_EXPECT(global_batch % dp == 0, "global batch " << global_batch << " over " << dp);
 
-  const uint64_t seed = 1234;
-  models::Gpt reference(tiny(), seed);
-  parallel::TensorParallelGpt tp(models::Gpt(tiny(), seed), *groups.tensor);
-  const double lr = 3e-3;
-  torch::optim::Adam ref_opt(reference->parameters(), torch::optim::AdamOptions(lr));
-  torch::optim::Adam tp_opt(tp.model()->parameters(), torch::optim::AdamOptions(lr));
+  GptReference reference(tiny_gpt(), global_batch, max_norm);
+  parallel::TensorParallelGpt tp(reference.fresh_model(), *groups.tensor);
+  torch::optim::Adam tp_opt = reference.make_optimizer(tp.model()->parameters());
 
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(99);
-  double worst = 0.0;
   for (int step = 0; step < steps; ++step) {
-    const at::Tensor tokens = at::randint(256, {global_batch, seq + 1}, gen, at::kLong);
-    const at::Tensor idx = tokens.narrow(1, 0, seq), targets = tokens.narrow(1, 1, seq);
-
-    ref_opt.zero_grad();
-    const at::Tensor ref_loss = reference->loss(idx, targets);
-    ref_loss.backward();
-    const double ref_norm =
-        max_norm > 0 ? torch::nn::utils::clip_grad_norm_(reference->parameters(), max_norm) : 0.0;
-    ref_opt.step();
-
+    reference.step();
     tp_opt.zero_grad();
     const int64_t rows = global_batch / dp;
-    const at::Tensor loss = tp.loss(idx.narrow(0, dp_rank * rows, rows).contiguous(),
-                                    targets.narrow(0, dp_rank * rows, rows).contiguous());
+    const auto [idx, targets] = reference.rows(dp_rank * rows, rows);
+    const at::Tensor loss = tp.loss(idx, targets);
     loss.backward();
     for (const auto& p : tp.model()->parameters()) {
       at::Tensor g = p.grad().contiguous();
@@ -80,36 +46,13 @@ DS_WORKER_SCENARIO(tp_gpt_train) {
 
     at::Tensor mean_loss = loss.detach().clone().reshape({1});
     groups.data->all_reduce(mean_loss, comm::ReduceOp::kAvg);
-    const double got = mean_loss.item<double>(), want = ref_loss.item<double>();
-    if (group.rank() == 0) {
-      std::printf("step %d loss %.7f reference %.7f grad_norm %.6f reference %.6f\n", step + 1, got,
-                  want, norm, ref_norm);
-    }
-    worst = std::max(worst, relative(got, want));
-    DS_WORKER_EXPECT(relative(got, want) < 1e-4,
-                     "step " << step + 1 << ": loss " << got << " vs single rank " << want);
-    if (max_norm > 0) {
-      DS_WORKER_EXPECT(relative(norm, ref_norm) < 1e-4,
-                       "step " << step + 1 << ": grad norm " << norm << " vs " << ref_norm);
-    }
+    reference.expect_step(step + 1, mean_loss.item<double>(), norm, group.rank() == 0);
   }
   // The whole parameters after training: gathered over the tensor group, equal to the reference.
-  auto ref_params = reference->named_parameters();
-  double worst_param = 0.0;
-  for (const auto& [name, whole] : tp.gather_full_parameters()) {
-    const at::Tensor& want = ref_params[name];
-    DS_WORKER_EXPECT(whole.sizes() == want.sizes(), name << ": shape " << whole.sizes());
-    const double diff = (whole - want).abs().max().item<double>();
-    worst_param = std::max(worst_param, diff);
-    // Adam moves an element by up to lr per step whatever its gradient's size, so an element
-    // whose gradient is near zero amplifies rounding (the fused kernels sum in another order than
-    // the split layers): bounded by a tenth of lr (measured: 1.4e-4 at lr 3e-3).
-    DS_WORKER_EXPECT(diff < 0.1 * lr,
-                     name << ": max difference " << diff << " after " << steps << " steps");
-  }
+  const double worst_param = reference.expect_parameters(tp.gather_full_parameters(), steps);
   if (group.rank() == 0) {
     std::printf("grid: %s; worst loss relative difference %.3g, worst parameter difference %.3g\n",
-                grid.describe().c_str(), worst, worst_param);
+                grid.describe().c_str(), reference.worst_loss(), worst_param);
   }
 }
 

@@ -30,8 +30,9 @@ struct GptConfig {
   int64_t vocab_size = 256;
   double dropout = 0.0;
   bool bias = true;
-  // Fused CPU kernels (kernels/fused_ops.h) for layer norm, GELU, the causal softmax and the loss;
-  // false runs the libtorch sequences they replace (same results within rounding).
+  // Fused CPU kernels (kernels/fused_ops.h) for layer norm, GELU, the causal softmax and the loss,
+  // and oneDNN's sgemm for the fp32 Linear layers and head (kernels/linear.h); false runs the
+  // libtorch sequences they replace (same results within rounding).
   bool fused_kernels = true;
 };
 

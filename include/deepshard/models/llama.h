@@ -39,7 +39,8 @@ struct LlamaConfig {
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-5;
   bool tie_word_embeddings = false;
-  // The fused cross-entropy kernel for the loss (kernels/fused_ops.h); false: libtorch's.
+  // The fused cross-entropy kernel for the loss (kernels/fused_ops.h) and oneDNN's sgemm for the
+  // fp32 projections and head (kernels/linear.h); false: libtorch's.
   bool fused_kernels = true;
 };
 
@@ -67,6 +68,7 @@ class LlamaAttentionImpl : public torch::nn::Module {
  private:
   int64_t n_head_, n_kv_head_, head_dim_;
   double rope_theta_;
+  bool fused_;
 };
 TORCH_MODULE(LlamaAttention);
 
@@ -75,6 +77,9 @@ class LlamaMlpImpl : public torch::nn::Module {
   explicit LlamaMlpImpl(const LlamaConfig& config);
   at::Tensor forward(const at::Tensor& x);
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+
+ private:
+  bool fused_;
 };
 TORCH_MODULE(LlamaMlp);
 

@@ -1,0 +1,60 @@
+// The pipeline engine (DeepSpeed's PipelineEngine.train_batch, below the trainer): one GPT stage
+// per rank of a pipeline group, driven through the 1F1B schedule (pipeline_schedule.h) over the
+// micro-batches of one optimizer step. A forward receives the previous stage's activations (the
+// first stage embeds the tokens), runs its blocks and sends the result on; the last stage
+// computes the loss. A backward receives the gradient of its output (the last stage starts from
+// its loss / M), backpropagates, and sends its input's gradient back. Gradients accumulate over
+// the M micro-batches (each loss weighted 1/M: the mean over the global batch, as the single-rank
+// run), then the two copies of the tied embedding (first and last stage) have their gradients
+// summed, so an optimizer step keeps them equal. The optimizer and the data-parallel reduction
+// stay outside (the caller's, or a ZeRO engine's over the data group).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "deepshard/comm/group.h"
+#include "deepshard/parallel/pipeline_p2p.h"
+#include "deepshard/parallel/pipeline_partition.h"
+#include "deepshard/parallel/pipeline_stage.h"
+
+namespace deepshard::parallel {
+
+struct MicroBatch {
+  at::Tensor idx, targets;  // [B, T] int64 each; every stage gets them (only the shapes matter
+                            // to the middle stages, the targets only to the last)
+};
+
+class PipelineEngine {
+ public:
+  // `model`: the whole model, built alike on every rank of the pipeline group (same seed).
+  // `links`: this rank's PipeLinks; `pipeline`: its pipeline-axis group (loss and norm).
+  PipelineEngine(models::Gpt model, PartitionMethod method, PipeLinks& links,
+                 comm::Group& pipeline);
+
+  // Forward and backward of every micro-batch in 1F1B order, accumulating into the stage's
+  // gradients (zero them before), then the tied gradients summed. Returns the mean loss over the
+  // micro-batches, the same on every stage (sent from the last). Collective over the pipeline.
+  double train_batch(const std::vector<MicroBatch>& micro);
+
+  // The L2 norm of the whole model's gradients (every stage's squares summed over the pipeline
+  // group, the tied embedding counted once) and clipping by it, as torch's clip_grad_norm_.
+  // REQUIRES: gradients already reduced over the data axis. Collective over the pipeline group.
+  double global_grad_norm();
+  double clip_grad_norm(double max_norm);
+
+  GptStage& stage() { return stage_; }
+  const StagePartition& partition() const { return partition_; }
+  // (S - 1) / (M + S - 1) for the last batch's M micro-batches.
+  double bubble_fraction() const { return bubble_; }
+
+ private:
+  StagePartition partition_;
+  GptStage stage_;
+  PipeLinks& links_;
+  comm::Group& pipeline_;
+  double bubble_ = 0.0;
+};
+
+}  // namespace deepshard::parallel

@@ -1,0 +1,97 @@
+// PipelineEngine: one optimizer step's micro-batches through a GPT stage in 1F1B order, the tied
+// embedding's gradients summed, the all-stage gradient norm (pipeline_engine.h).
+#include "deepshard/parallel/pipeline_engine.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "deepshard/parallel/grad_norm.h"
+#include "deepshard/parallel/pipeline_schedule.h"
+#include "deepshard/util/error.h"
+
+namespace deepshard::parallel {
+
+PipelineEngine::PipelineEngine(models::Gpt model, PartitionMethod method, PipeLinks& links,
+                               comm::Group& pipeline)
+    : partition_(partition_gpt(model, method, links.stages())),
+      stage_(std::move(model), partition_, links.stage()),
+      links_(links),
+      pipeline_(pipeline) {
+  DS_ASSERT(pipeline.size() == links.stages() && pipeline.rank() == links.stage(),
+            "pipeline group of ", pipeline.size(), " ranks for links of ", links.stages());
+}
+
+double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro) {
+  const int m = static_cast<int>(micro.size());
+  DS_CHECK(m >= 1, Error, "pipeline train_batch: no micro-batches");
+  bubble_ = parallel::bubble_fraction(links_.stages(), m);
+  const int64_t width = stage_.model()->config().n_embd;
+  const auto dtype = stage_.parameters().front().scalar_type();
+  // Per micro-batch: the stage's input (its gradient goes back) and its output (or the loss).
+  std::vector<at::Tensor> inputs(m), outputs(m);
+  double loss_sum = 0.0;
+  for (const PipeStep& step : one_f_one_b(links_.stages(), links_.stage(), m)) {
+    const MicroBatch& mb = micro.at(step.micro);
+    at::Tensor& in = inputs[step.micro];
+    at::Tensor& out = outputs[step.micro];
+    if (step.kind == PipeStep::kForward) {
+      if (links_.is_first()) {
+        in = mb.idx;
+      } else {
+        in = at::empty({mb.idx.size(0), mb.idx.size(1), width}, at::TensorOptions(dtype));
+        links_.recv_activation(in);
+        in.requires_grad_(true);
+      }
+      out = stage_.forward(in);
+      if (links_.is_last()) {
+        out = stage_.loss(out, mb.targets);
+        loss_sum += out.item<double>();
+      } else {
+        links_.send_activation(out.detach().contiguous());
+      }
+    } else {
+      if (links_.is_last()) {
+        (out / m).backward();
+      } else {
+        at::Tensor grad = at::empty_like(out, at::MemoryFormat::Contiguous);
+        links_.recv_gradient(grad);
+        out.backward(grad);
+      }
+      if (!links_.is_first()) links_.send_gradient(in.grad().contiguous());
+      in = at::Tensor();
+      out = at::Tensor();
+    }
+  }
+  links_.flush();
+  if (comm::Group* tied = links_.tied()) {
+    const at::Tensor& wte = stage_.model()->wte->weight;
+    DS_ASSERT(wte.grad().defined() && wte.grad().is_contiguous(),
+              "tied embedding without a contiguous gradient");
+    tied->all_reduce(wte.grad(), comm::ReduceOp::kSum);
+  }
+  at::Tensor loss = at::full({1}, loss_sum / m, at::kDouble);
+  pipeline_.broadcast(loss, links_.stages() - 1);
+  return loss.item<double>();
+}
+
+double PipelineEngine::global_grad_norm() {
+  double squares = 0.0;
+  for (const auto& [name, p] : stage_.named_parameters()) {
+    if (!p.grad().defined()) continue;
+    // The tied embedding's two copies hold the same summed gradient: counted on the first stage.
+    if (name == "wte.weight" && !links_.is_first()) continue;
+    squares += at::linalg_vector_norm(p.grad(), 2, {}, false, at::kDouble).square().item<double>();
+  }
+  at::Tensor total = at::full({1}, squares, at::kDouble);
+  pipeline_.all_reduce(total, comm::ReduceOp::kSum);
+  return std::sqrt(total.item<double>());
+}
+
+double PipelineEngine::clip_grad_norm(double max_norm) {
+  const double norm = global_grad_norm();
+  scale_to_norm(stage_.parameters(), norm, max_norm);
+  return norm;
+}
+
+}  // namespace deepshard::parallel
