@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Sanitizer runs (not part of scripts/test.sh): the unit tests (every binary of CTest label "unit",
-# which includes the reader fuzz tests, and config_tests) built with AddressSanitizer +
-# UndefinedBehaviorSanitizer in build-asan/,
-# and the comm tests (real ranks) built with ThreadSanitizer in build-tsan/. libtorch and Gloo are
+# Sanitizer runs (scripts/test.sh, what CI runs, runs `readers` after the suite): the unit tests
+# (every binary of CTest label "unit", which includes the reader fuzz tests, and config_tests) built
+# with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/, and the comm tests (real ranks)
+# built with ThreadSanitizer in build-tsan/. libtorch and Gloo are
 # not instrumented: ASan checks deepshard's own code (leak checking off: libtorch keeps global
 # allocations), TSan sees only deepshard's threads' accesses: with ignore_noninstrumented_modules=1
 # it also ignores the memory accesses of the libc calls (free/delete, writev, pthread_cond_destroy)
@@ -13,11 +13,11 @@
 # readers of untrusted input only (util_tests, checkpoint_tests, fuzz_tests: the JSON config, the
 # checkpoint manifest and shards, safetensors and token files), the binaries that need no
 # executable beside them, so no instrumented deepshard is built (a fraction of `asan`'s build).
-# Environment: JOBS (default 1).
+# Environment: JOBS (default: the number of cores). scripts/test.sh runs `readers`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
-jobs="${JOBS:-1}"
+jobs="${JOBS:-$(nproc)}"
 
 configure() {  # dir flags
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

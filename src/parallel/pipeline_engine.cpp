@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "deepshard/parallel/grad_norm.h"
@@ -11,6 +12,19 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs fn, adding its wall time to `seconds`.
+template <typename Fn>
+void timed(double& seconds, Fn&& fn) {
+  const auto t0 = Clock::now();
+  fn();
+  seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
 
 PipelineEngine::PipelineEngine(models::Gpt model, PartitionMethod method, PipeLinks& links,
                                comm::Group& pipeline)
@@ -26,6 +40,8 @@ double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro) {
   const int m = static_cast<int>(micro.size());
   DS_CHECK(m >= 1, Error, "pipeline train_batch: no micro-batches");
   bubble_ = parallel::bubble_fraction(links_.stages(), m);
+  const auto t0 = Clock::now();
+  wait_s_ = 0.0;
   const int64_t width = stage_.model()->config().n_embd;
   const auto dtype = stage_.parameters().front().scalar_type();
   // Per micro-batch: the stage's input (its gradient goes back) and its output (or the loss).
@@ -40,7 +56,7 @@ double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro) {
         in = mb.idx;
       } else {
         in = at::empty({mb.idx.size(0), mb.idx.size(1), width}, at::TensorOptions(dtype));
-        links_.recv_activation(in);
+        timed(wait_s_, [&] { links_.recv_activation(in); });
         in.requires_grad_(true);
       }
       out = stage_.forward(in);
@@ -55,7 +71,7 @@ double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro) {
         (out / m).backward();
       } else {
         at::Tensor grad = at::empty_like(out, at::MemoryFormat::Contiguous);
-        links_.recv_gradient(grad);
+        timed(wait_s_, [&] { links_.recv_gradient(grad); });
         out.backward(grad);
       }
       if (!links_.is_first()) links_.send_gradient(in.grad().contiguous());
@@ -63,15 +79,18 @@ double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro) {
       out = at::Tensor();
     }
   }
-  links_.flush();
-  if (comm::Group* tied = links_.tied()) {
-    const at::Tensor& wte = stage_.model()->wte->weight;
-    DS_ASSERT(wte.grad().defined() && wte.grad().is_contiguous(),
-              "tied embedding without a contiguous gradient");
-    tied->all_reduce(wte.grad(), comm::ReduceOp::kSum);
-  }
   at::Tensor loss = at::full({1}, loss_sum / m, at::kDouble);
-  pipeline_.broadcast(loss, links_.stages() - 1);
+  timed(wait_s_, [&] {
+    links_.flush();
+    if (comm::Group* tied = links_.tied()) {
+      const at::Tensor& wte = stage_.model()->wte->weight;
+      DS_ASSERT(wte.grad().defined() && wte.grad().is_contiguous(),
+                "tied embedding without a contiguous gradient");
+      tied->all_reduce(wte.grad(), comm::ReduceOp::kSum);
+    }
+    pipeline_.broadcast(loss, links_.stages() - 1);
+  });
+  batch_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
   return loss.item<double>();
 }
 

@@ -5,6 +5,8 @@
 // data-parallel replicas.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "support/test_support.h"
 
 namespace deepshard {
@@ -54,6 +56,19 @@ TEST(PipelineGpt, FourStagesParametersMatchesSingleRank) {
 
 TEST(PipelineGpt, TwoStagesTwoReplicasMatchesSingleRank) {
   expect_passes(4, "2", "uniform", "4", "world 4 = data 2 x pipeline 2 x tensor 1");
+}
+
+// Stage 1 of 2 dies (SIGKILL) during a batch: stage 0's receive fails within seconds with the
+// transport's error, well inside the group timeout (20 s here), and the job fails.
+TEST(PipelineGpt, DeadStageFailsTheOtherStage) {
+  auto r =
+      testing::run_ranks(2, worker(), {"pp_dead_stage"}, 120, {{"DS_TEST_TIMEOUT_MS", "20000"}});
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  const std::string caught = "stage 0 caught CommError after ";
+  const auto at = r.output.find(caught);
+  ASSERT_NE(at, std::string::npos) << r.output;
+  EXPECT_LT(std::atof(r.output.c_str() + at + caught.size()), 10.0) << r.output;
+  EXPECT_NE(r.output.find("rank 1 exited with status 137"), std::string::npos) << r.output;
 }
 
 }  // namespace

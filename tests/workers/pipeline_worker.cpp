@@ -1,8 +1,13 @@
 // Pipeline-parallel GPT scenarios (tests/parallel/pipeline_test.cpp), on real ranks. Every rank
 // also runs the single-rank reference itself (gpt_reference.h: the whole model, the whole global
 // batch at once), so the comparison is with the single-rank run step by step, in the same process.
+#include <chrono>
+#include <csignal>
+#include <thread>
+
 #include "deepshard/parallel/pipeline_engine.h"
 #include "deepshard/parallel/process_groups.h"
+#include "deepshard/util/error.h"
 #include "workers/gpt_reference.h"
 
 namespace deepshard::testing {
@@ -35,6 +40,7 @@ DS_WORKER_SCENARIO(pp_gpt_train) {
   parallel::PipelineEngine pipe(reference.fresh_model(), method, links, *groups.pipeline);
   torch::optim::Adam opt = reference.make_optimizer(pipe.stage().parameters());
 
+  double batch_s = 0.0, wait_s = 0.0;
   for (int step = 0; step < steps; ++step) {
     reference.step();
     opt.zero_grad();
@@ -45,6 +51,12 @@ DS_WORKER_SCENARIO(pp_gpt_train) {
       micro.push_back({idx, targets});
     }
     const double loss = pipe.train_batch(micro);
+    batch_s += pipe.batch_seconds();
+    wait_s += pipe.comm_wait_seconds();
+    DS_WORKER_EXPECT(
+        pipe.comm_wait_seconds() >= 0 && pipe.comm_wait_seconds() <= pipe.batch_seconds(),
+        "comm wait " << pipe.comm_wait_seconds() << " s of a " << pipe.batch_seconds()
+                     << " s batch");
     for (const at::Tensor& p : pipe.stage().parameters()) {
       at::Tensor g = p.grad().contiguous();
       groups.data->all_reduce(g, comm::ReduceOp::kAvg);
@@ -71,10 +83,47 @@ DS_WORKER_SCENARIO(pp_gpt_train) {
   if (group.rank() == 0) {
     std::printf(
         "grid: %s; partition (%s): %s; bubble fraction %.4f; worst loss relative difference "
-        "%.3g, worst parameter difference %.3g\n",
+        "%.3g, worst parameter difference %.3g; rank 0 waited on the pipeline %.0f %% of its "
+        "batches' time\n",
         grid.describe().c_str(), parallel::to_string(method), pipe.partition().describe().c_str(),
-        pipe.bubble_fraction(), reference.worst_loss(), worst_param);
+        pipe.bubble_fraction(), reference.worst_loss(), worst_param, 100.0 * wait_s / batch_s);
   }
+}
+
+// A dead stage stops the job, named: 2 stages train one batch, then stage 1 is killed (SIGKILL)
+// while stage 0 runs the next; stage 0's blocking receive fails with the transport's error
+// (naming the link group and the lost rank) instead of hanging. Stage 0 ignores the launcher's
+// SIGTERM so that it reports that error itself (as comm_worker's killed_in_collective does).
+DS_WORKER_SCENARIO(pp_dead_stage) {
+  comm::GroupOptions options;
+  options.timeout = std::chrono::milliseconds(worker_timeout_ms());
+  const parallel::RankGrid grid(group.size(), group.size(), 1);
+  parallel::ParallelGroups groups = parallel::make_parallel_groups(group, grid, options);
+  parallel::PipeLinks links(group, grid, options);
+  GptReference reference(tiny_gpt(), 2, 0.0);
+  parallel::PipelineEngine pipe(reference.fresh_model(), parallel::PartitionMethod::kUniform, links,
+                                *groups.pipeline);
+  reference.step();
+  const auto [idx, targets] = reference.rows(0, 1);
+  const std::vector<parallel::MicroBatch> micro{{idx, targets}, {idx, targets}};
+  pipe.train_batch(micro);
+  group.barrier();
+  if (links.stage() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // stage 0 is waiting
+    std::raise(SIGKILL);
+  }
+  std::signal(SIGTERM, SIG_IGN);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    pipe.train_batch(micro);
+  } catch (const CommError& e) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("stage %d caught CommError after %.1f s: %s\n", links.stage(), seconds, e.what());
+    std::fflush(stdout);
+    throw;
+  }
+  throw std::runtime_error("a batch with a dead stage did not fail");
 }
 
 }  // namespace

@@ -48,13 +48,18 @@ class PipelineEngine {
   const StagePartition& partition() const { return partition_; }
   // (S - 1) / (M + S - 1) for the last batch's M micro-batches.
   double bubble_fraction() const { return bubble_; }
+  // The last train_batch's wall time and the part of it this stage spent waiting on the
+  // pipeline's communication (blocking receives, the end-of-batch wait for its sends, the tied
+  // all-reduce and the loss broadcast): the measured counterpart of the bubble fraction.
+  double batch_seconds() const { return batch_s_; }
+  double comm_wait_seconds() const { return wait_s_; }
 
  private:
   StagePartition partition_;
   GptStage stage_;
   PipeLinks& links_;
   comm::Group& pipeline_;
-  double bubble_ = 0.0;
+  double bubble_ = 0.0, batch_s_ = 0.0, wait_s_ = 0.0;
 };
 
 }  // namespace deepshard::parallel
