@@ -40,10 +40,21 @@ ParallelConfig parse_parallel(Section& root, DsConfig& config) {
     config.other_features.push_back("pipeline.stages=" + std::to_string(p.pipeline.stages) +
                                     " (no pipeline engine yet; docs/parallel.md)");
   }
-  if (p.tensor_parallel.effective_size() > 1) {
-    config.other_features.push_back(
-        "tensor_parallel.size=" + std::to_string(p.tensor_parallel.size) +
-        " (the training engine does not split models over tensor ranks yet; docs/parallel.md)");
+  const int64_t tensor = p.tensor_parallel.effective_size();
+  if (tensor > 1) {
+    // Tensor parallelism trains with every ZeRO stage in fp32 (docs/parallel.md); the rest is
+    // refused naming the key it meets.
+    const std::string with = "tensor_parallel.size=" + std::to_string(tensor) + " with ";
+    if (config.fp16.enabled || config.bf16.enabled) {
+      config.other_features.push_back(
+          with + (config.fp16.enabled ? "fp16.enabled" : "bf16.enabled") +
+          " (tensor parallelism is tested in fp32 only; docs/parallel.md)");
+    }
+    if (config.compression.enabled()) {
+      config.other_features.push_back(with +
+                                      "compression (PowerSGD is not tested with tensor "
+                                      "parallelism)");
+    }
   }
   return p;
 }

@@ -7,8 +7,9 @@
 
 namespace deepshard::config::detail {
 
-// Reads both sections of `root` (declaring them) and records sizes > 1 in config.other_features
-// as not supported yet ("pipeline.stages=2 (...)"), until an engine trains with them.
+// Reads both sections of `root` (declaring them) and records in config.other_features what no
+// engine trains yet: pipeline stages > 1 ("pipeline.stages=2 (...)"), tensor parallelism with
+// fp16/bf16 or compression ("tensor_parallel.size=2 with bf16.enabled (...)").
 ParallelConfig parse_parallel(Section& root, DsConfig& config);
 
 }  // namespace deepshard::config::detail

@@ -163,6 +163,32 @@ void check_model(ModelConfig& m, detail::Diagnostics& diag) {
   }
 }
 
+// What a tensor-parallel run does not do yet (docs/parallel.md), added to the features the engine
+// refuses at start ("not supported yet: tensor_parallel.size=2 with train.save_interval=10 (...)").
+void refuse_with_tensor_parallel(RunConfig& run) {
+  const int64_t tensor = run.parallel.tensor_parallel.effective_size();
+  if (tensor <= 1) return;
+  const std::string with = "tensor_parallel.size=" + std::to_string(tensor) + " with ";
+  auto refuse = [&](bool asked, const std::string& key, const std::string& why) {
+    if (asked) run.ds.other_features.push_back(with + key + " (" + why + "; docs/parallel.md)");
+  };
+  const auto& train = run.train;
+  const std::string no_checkpoints = "checkpoints of tensor-parallel runs are not built yet";
+  refuse(train.save_interval > 0, "train.save_interval=" + std::to_string(train.save_interval),
+         no_checkpoints);
+  refuse(!train.resume.empty(), "train.resume=" + train.resume, no_checkpoints);
+  refuse(!train.checkpoint_dir.empty(), "train.checkpoint_dir", no_checkpoints);
+  refuse(train.save_weights, "train.save_weights", "the weights are split over the tensor ranks");
+  refuse(train.sample_tokens > 0, "train.sample_tokens=" + std::to_string(train.sample_tokens),
+         "sampling runs the whole model on rank 0");
+  refuse(train.activation_checkpointing, "train.activation_checkpointing",
+         "recompute of the tensor-parallel blocks is not tested yet");
+  refuse(run.model.dropout > 0, "model.dropout=" + nlohmann::json(run.model.dropout).dump(),
+         "dropout in the tensor region needs Megatron's model-parallel RNG tracker");
+  refuse(run.model.arch != "gpt", "model.arch=" + run.model.arch,
+         "tensor parallelism splits the GPT only so far");
+}
+
 }  // namespace
 
 void apply_model_preset(ModelConfig& model) {
@@ -205,6 +231,8 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
   context.origin = origin;
   run.ds = detail::parse_ds_config(json, context, diag, /*run_file=*/true);
   diag.throw_if_errors();
+  run.parallel = parse_parallel_config(json, origin);
+  refuse_with_tensor_parallel(run);
   // DeepSpeed's steps_per_print sets the progress interval unless train.log_interval is given.
   const bool log_interval_given =
       json.contains("train") && json["train"].is_object() && json["train"].contains("log_interval");

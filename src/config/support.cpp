@@ -9,6 +9,7 @@
 
 #include "config/reader.h"
 #include "deepshard/config/loader.h"
+#include "deepshard/util/error.h"
 
 namespace deepshard::config {
 
@@ -153,6 +154,12 @@ std::vector<std::string> unsupported_features(const DsConfig& config) {
     out.push_back("not supported yet: " + key);
   }
   return out;
+}
+
+void check_supported(const DsConfig& config) {
+  std::string message;
+  for (const auto& u : unsupported_features(config)) message += (message.empty() ? "" : "\n") + u;
+  if (!message.empty()) throw ConfigError(message);
 }
 
 }  // namespace deepshard::config

@@ -23,9 +23,9 @@ config::DType dtype_of(at::ScalarType type) {
 void build_engine(TrainingRun& run) {
   const auto& ds = run.ds;
   if (run.config.train.save_weights) check_weights_savable(ds);  // before the training, not after
-  run.engine = zero::Engine::initialize(run.model, ds, run.group, run.zero_init.get());
+  run.engine = zero::Engine::initialize(run.model, ds, run.dp_group(), run.zero_init.get());
   const auto& engine = *run.engine;
-  run.estimate_in = zero::estimate_input(ds, engine.num_parameters(), run.group.size(),
+  run.estimate_in = zero::estimate_input(ds, engine.num_parameters(), run.dp_group().size(),
                                          dtype_of(run.model->parameters().front().scalar_type()));
   run.estimate_in.persistent_params = engine.persistent_parameters();
   run.estimate_in.largest_unit_params = engine.largest_unit_parameters();
@@ -39,7 +39,7 @@ void build_engine(TrainingRun& run) {
             engine.num_parameters(), " parameters; ", run.group.size(), " rank(s); ZeRO stage ",
             ds.zero.stage, "; global batch ", ds.train_batch_size, " = ",
             ds.train_micro_batch_size_per_gpu, " x ", ds.gradient_accumulation_steps, " x ",
-            run.group.size(), " sequences of ", run.config.model.block_size, " tokens");
+            run.dp_group().size(), " sequences of ", run.config.model.block_size, " tokens");
 }
 
 }  // namespace deepshard::train

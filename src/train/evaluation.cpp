@@ -8,17 +8,16 @@ namespace deepshard::train {
 namespace {
 
 // Mean validation loss over `batches` micro-batches per rank (the same batches every time).
-double evaluate(models::CausalLmImpl& model, const data::DistributedSampler& sampler,
-                int64_t batches, comm::Group& group) {
+double evaluate(TrainingRun& run, const data::DistributedSampler& sampler, int64_t batches) {
   torch::NoGradGuard no_grad;
-  model.eval();
+  run.model->eval();
   double sum = 0.0;
   for (int64_t i = 0; i < batches; ++i) {
     auto batch = sampler.batch(/*step=*/i, /*micro_step=*/0);
-    sum += model.loss(batch.inputs, batch.targets).item<double>();
+    sum += run.loss(batch.inputs, batch.targets).item<double>();
   }
-  model.train();
-  return mean_over_ranks(group, sum / static_cast<double>(batches));
+  run.model->train();
+  return mean_over_ranks(run.group, sum / static_cast<double>(batches));
 }
 
 class EvaluationHook : public StepHook {
@@ -27,8 +26,7 @@ class EvaluationHook : public StepHook {
     if (!run.data.valid_sampler) return;
     const int64_t interval = run.config.train.eval_interval;
     if (!(step.last || (interval > 0 && step.step % interval == 0))) return;
-    step.val_loss =
-        evaluate(*run.model, *run.data.valid_sampler, run.config.train.eval_batches, run.group);
+    step.val_loss = evaluate(run, *run.data.valid_sampler, run.config.train.eval_batches);
     run.summary.final_val_loss = step.val_loss;
     step.metrics["val_loss"] = step.val_loss;
   }

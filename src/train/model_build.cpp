@@ -11,9 +11,11 @@ namespace deepshard::train {
 void build_model(TrainingRun& run) {
   const auto& ds = run.ds;
   // Stage 3 builds the model under zero.Init (each block partitioned as soon as it exists), unless
-  // Hugging Face weights are loaded into the full model afterwards. The blocks take the training
-  // dtype as they are built (bf16; fp16 on CPU computes in fp32).
-  if (ds.zero.stage == 3 && run.config.model.init_from.empty()) {
+  // Hugging Face weights are loaded into the full model afterwards, or tensor parallelism splits
+  // the whole model first (the engine then partitions this rank's slices over the data group).
+  // The blocks take the training dtype as they are built (bf16; fp16 on CPU computes in fp32).
+  if (ds.zero.stage == 3 && run.config.model.init_from.empty() &&
+      run.config.parallel.tensor_parallel.effective_size() <= 1) {
     run.zero_init = std::make_unique<zero::PartitionedBuild>(
         run.group, ds.bf16.enabled ? at::kBFloat16 : at::kFloat);
   }

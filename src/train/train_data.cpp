@@ -1,4 +1,5 @@
-// The data step of a training run: the training and validation token files and their samplers.
+// The data step of a training run: the training and validation token files and their samplers
+// (over the data-parallel ranks: every tensor rank of a replica reads the same batches).
 #include "train/training_run.h"
 
 namespace deepshard::train {
@@ -12,12 +13,12 @@ void build_data(TrainingRun& run) {
   d.train_file = std::make_unique<data::TokenFile>(files.train, vocab);
   d.sampler = std::make_unique<data::DistributedSampler>(
       *d.train_file, block, ds.train_micro_batch_size_per_gpu, ds.gradient_accumulation_steps,
-      run.group.rank(), run.group.size(), seed);
+      run.dp_group().rank(), run.dp_group().size(), seed);
   if (files.valid.empty()) return;
   d.valid_file = std::make_unique<data::TokenFile>(files.valid, vocab);
   d.valid_sampler = std::make_unique<data::DistributedSampler>(
-      *d.valid_file, block, ds.train_micro_batch_size_per_gpu, 1, run.group.rank(),
-      run.group.size(), seed + 1);
+      *d.valid_file, block, ds.train_micro_batch_size_per_gpu, 1, run.dp_group().rank(),
+      run.dp_group().size(), seed + 1);
 }
 
 }  // namespace deepshard::train

@@ -23,7 +23,7 @@ StepRecord train_one_step(TrainingRun& run, int64_t step) {
     run.monitors->before_forward(step, micro);
     auto t = Clock::now();
     auto loss =
-        run.activations->forward([&] { return run.model->loss(batch.inputs, batch.targets); });
+        run.activations->forward([&] { return run.loss(batch.inputs, batch.targets); });
     r.forward_s += seconds_since(t);
     run.monitors->after_forward();
     t = Clock::now();

@@ -25,8 +25,10 @@ TrainSummary run_training(const config::RunConfig& config, comm::Group& group) {
   run.monitors = std::make_unique<RunMonitors>(config, group);  // the comms logger counts from here
   setup(run);
   build_model(run);
+  build_tensor_parallel(run);
   build_data(run);
   build_engine(run);
+  declare_model_parallel(run);
   run.monitors->attach(*run.model);
   resume(run);
 

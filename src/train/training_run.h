@@ -18,6 +18,8 @@
 #include "deepshard/data/sampler.h"
 #include "deepshard/data/token_file.h"
 #include "deepshard/models/causal_lm.h"
+#include "deepshard/parallel/process_groups.h"
+#include "deepshard/parallel/tensor_parallel_gpt.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/estimator.h"
@@ -42,12 +44,22 @@ struct TrainData {
 
 struct TrainingRun {
   TrainingRun(const config::RunConfig& run, comm::Group& group)
-      : config(run), ds(run.ds), group(group), rank0(group.rank() == 0) {}
+      : config(run), ds(run.ds), group(group), rank0(group.rank() == 0), data_group(&group) {}
 
   const config::RunConfig& config;
   const config::DsConfig& ds;
-  comm::Group& group;
+  comm::Group& group;  // the job's ranks
   const bool rank0;
+
+  // build_tensor_parallel (tensor_parallel_setup.cpp): with tensor_parallel.size > 1 the rank
+  // grid's groups and the model's tensor-parallel wrapper; data_group is the data-parallel axis
+  // (the engine's group, the samplers'), else the job's group.
+  std::unique_ptr<parallel::ParallelGroups> axes;
+  std::unique_ptr<parallel::TensorParallelGpt> tensor_parallel;
+  comm::Group* data_group;
+  comm::Group& dp_group() { return *data_group; }
+  // The mean loss of this rank's micro-batch: the model's, or the tensor-parallel one.
+  at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets);
 
   // build_model
   std::unique_ptr<zero::PartitionedBuild> zero_init;  // stage 3 zero.Init, else null
@@ -102,6 +114,11 @@ class StepHook {
 void setup(TrainingRun& run);
 // model_build.cpp: the model (under zero.Init at stage 3), init_from weights, training dtype.
 void build_model(TrainingRun& run);
+// tensor_parallel_setup.cpp: the rank grid's groups and the model split over the tensor group
+// (tensor_parallel.size > 1; else nothing).
+void build_tensor_parallel(TrainingRun& run);
+// tensor_parallel_setup.cpp: tells the engine about the tensor axis (its gradient norm).
+void declare_model_parallel(TrainingRun& run);
 // train_data.cpp: token files and samplers.
 void build_data(TrainingRun& run);
 // engine_setup.cpp: the ZeRO engine, the memory estimate and report, the start banner.

@@ -14,12 +14,7 @@ std::unique_ptr<Engine> Engine::initialize(std::shared_ptr<torch::nn::Module> mo
                                            const config::DsConfig& config, comm::Group& group,
                                            PartitionedBuild* build) {
   DS_CHECK(model != nullptr, Error, "Engine::initialize: no model");
-  auto unsupported = config::unsupported_features(config);
-  if (!unsupported.empty()) {
-    std::string message;
-    for (const auto& u : unsupported) message += (message.empty() ? "" : "\n") + u;
-    throw ConfigError(message);
-  }
+  config::check_supported(config);
   DS_CHECK(
       config.train_micro_batch_size_per_gpu * config.gradient_accumulation_steps * group.size() ==
           config.train_batch_size,

@@ -12,6 +12,7 @@
 #include "deepshard/optim/lr_schedule.h"
 #include "deepshard/util/error.h"
 #include "util/fault_injection.h"
+#include "zero/grad_norm.h"
 #include "zero/dtype_contract.h"
 
 namespace deepshard::zero {
@@ -84,7 +85,8 @@ StepResult EngineBase::apply_update(const UpdateRates& rates) {
   if (auto* faults = testing::fault_injection();
       faults && faults->gradient_overflow(global_steps_ + 1, group_.rank()))
     grads.narrow(0, 0, 1).fill_(std::numeric_limits<float>::infinity());
-  const double scaled_norm = global_grad_norm(grads);
+  const double scaled_norm =
+      model_parallel_.group ? model_parallel_grad_norm(grads) : global_grad_norm(grads);
   result.grad_norm = scaled_norm / rates.loss_scale;
   if (overflow_on_any_rank(scaled_norm)) {
     zero_grads();
@@ -96,6 +98,35 @@ StepResult EngineBase::apply_update(const UpdateRates& rates) {
   zero_grads();
   result.applied = true;
   return result;
+}
+
+std::vector<EngineBase::GradPiece> EngineBase::reduced_pieces() const {
+  throw ConfigError("not supported yet: model parallelism (tensor_parallel.size > 1) with "
+                    "zero_optimization.stage=" +
+                    std::to_string(config_.zero.stage));
+}
+
+void EngineBase::set_model_parallel(ModelParallelAxis axis) {
+  DS_CHECK(axis.group != nullptr && axis.replicated, Error,
+           "set_model_parallel: no group or no replicated() predicate");
+  reduced_pieces();  // refuses the stages without it
+  model_parallel_ = std::move(axis);
+}
+
+double EngineBase::model_parallel_grad_norm(const at::Tensor& reduced) {
+  // Squares of the split parameters' pieces on every rank of the axis, of the replicated ones on
+  // its rank 0 only (they are equal on all of them); summed over the data group when the
+  // gradients are sharded over it, then over the axis.
+  const bool count_replicated = model_parallel_.group->rank() == 0;
+  at::Tensor sum = at::zeros({1}, reduced.options().dtype(at::kDouble));
+  for (const GradPiece& piece : reduced_pieces()) {
+    if (piece.numel == 0) continue;
+    if (!count_replicated && model_parallel_.replicated(*piece.name)) continue;
+    sum += squared_l2_norm(reduced.narrow(0, piece.offset, piece.numel));
+  }
+  if (reduced_is_sharded() && group_.size() > 1) group_.all_reduce(sum, comm::ReduceOp::kSum);
+  if (model_parallel_.group->size() > 1) model_parallel_.group->all_reduce(sum, comm::ReduceOp::kSum);
+  return std::sqrt(sum.item<double>());
 }
 
 bool EngineBase::overflow_on_any_rank(double global_norm) {

@@ -48,6 +48,7 @@ class EngineBase : public Engine {
   void with_full_parameters(const std::function<void()>& fn) override { fn(); }
   int64_t persistent_parameters() const override { return 0; }
   int64_t largest_unit_parameters() const override { return 0; }
+  void set_model_parallel(ModelParallelAxis axis) override;
   void save_checkpoint(const std::string& dir, const std::string& tag,
                        const std::string& client_state_json = "{}") override;
   LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& tag = "") override;
@@ -72,6 +73,16 @@ class EngineBase : public Engine {
   virtual at::Tensor reduced_grads() = 0;
   // The global L2 norm of the gradients, from reduced_grads() (a collective when they are sharded).
   virtual double global_grad_norm(const at::Tensor& reduced) = 0;
+  // Where each parameter's gradient lies in reduced_grads(): `numel` elements at `offset` belong
+  // to the flat parameter `name` (a stage-1/2 shard holds pieces of some of them). Used by the
+  // model-parallel norm; a stage without it refuses set_model_parallel.
+  struct GradPiece {
+    const std::string* name = nullptr;
+    int64_t offset = 0, numel = 0;
+  };
+  virtual std::vector<GradPiece> reduced_pieces() const;
+  // Whether reduced_grads() is this rank's shard (the norm sums over the group), or all of them.
+  virtual bool reduced_is_sharded() const = 0;
   // Adam with `rates` on the fp32 parameters this rank updates, gradients multiplied by
   // `grad_factor` (unscaling and clipping), then the new values published into the model.
   virtual void update_parameters(const UpdateRates& rates, float grad_factor) = 0;
@@ -118,6 +129,8 @@ class EngineBase : public Engine {
   std::unique_ptr<comm::PowerSgd> compression_;
 
  private:
+  // global_grad_norm over the data group and the model-parallel axis (set_model_parallel).
+  double model_parallel_grad_norm(const at::Tensor& reduced);
   // Restores the buffers and frozen parameters a checkpoint saved (every rank reads them).
   void load_module_state(const checkpoint::CheckpointReader& reader);
   // Restores the PowerSGD state a checkpoint saved (compression_ is set).
@@ -127,6 +140,7 @@ class EngineBase : public Engine {
   int64_t global_steps_ = 0;
   int64_t skipped_steps_ = 0;
   int64_t applied_steps_ = 0;  // drives the LR schedule (skipped steps do not advance it)
+  ModelParallelAxis model_parallel_;  // group null: none
 };
 
 }  // namespace deepshard::zero

@@ -274,6 +274,14 @@ double ShardedOptimizerEngine::global_grad_norm(const at::Tensor& reduced) {
   return sharded_l2_norm(group_, reduced);
 }
 
+std::vector<EngineBase::GradPiece> ShardedOptimizerEngine::reduced_pieces() const {
+  std::vector<GradPiece> pieces;
+  for (const OwnedPiece& p : layout_->owned_pieces(group_.rank())) {
+    pieces.push_back({&flat_->entries()[p.slot].name, p.shard_offset, p.numel});
+  }
+  return pieces;
+}
+
 void ShardedOptimizerEngine::update_parameters(const UpdateRates& rates, float grad_factor) {
   if (rates.beta1) adam_->set_beta1(*rates.beta1);
   if (rates.beta2) adam_->set_beta2(*rates.beta2);

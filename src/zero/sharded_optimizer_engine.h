@@ -47,6 +47,8 @@ class ShardedOptimizerEngine : public EngineBase {
   void after_backward(bool boundary) override;
   at::Tensor reduced_grads() override;
   double global_grad_norm(const at::Tensor& reduced) override;
+  std::vector<GradPiece> reduced_pieces() const override;
+  bool reduced_is_sharded() const override { return true; }
   void update_parameters(const UpdateRates& rates, float grad_factor) override;
   void zero_grads() override;
   std::vector<StatePiece> state_view(StateUse use) override;

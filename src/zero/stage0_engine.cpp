@@ -80,6 +80,12 @@ double Stage0Engine::global_grad_norm(const at::Tensor& reduced) {
   return l2_norm(reduced);
 }
 
+std::vector<EngineBase::GradPiece> Stage0Engine::reduced_pieces() const {
+  std::vector<GradPiece> pieces;
+  for (const FlatParamEntry& e : flat_->entries()) pieces.push_back({&e.name, e.offset, e.numel});
+  return pieces;
+}
+
 void Stage0Engine::update_parameters(const UpdateRates& rates, float grad_factor) {
   if (rates.beta1) adam_->set_beta1(*rates.beta1);
   if (rates.beta2) adam_->set_beta2(*rates.beta2);

@@ -10,8 +10,8 @@
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
 #include "deepshard/zero/partitioned_build.h"
-#include "zero/offload_notes.h"
 #include "zero/grad_norm.h"
+#include "zero/offload_notes.h"
 #include "zero/pre_backward.h"
 #include "zero/storage_resize.h"
 
@@ -541,6 +541,18 @@ at::Tensor Stage3Engine::reduced_grads() { return grad_shard_; }
 
 double Stage3Engine::global_grad_norm(const at::Tensor& reduced) {
   return sharded_l2_norm(group_, reduced);
+}
+
+std::vector<EngineBase::GradPiece> Stage3Engine::reduced_pieces() const {
+  // Every unit's slice of this rank, piece by piece (as state_view maps them).
+  std::vector<GradPiece> pieces;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    for (const OwnedPiece& p : units_[u]->slice_pieces(group_.rank())) {
+      pieces.push_back(
+          {&units_[u]->params()[p.slot].name, slice_offsets_[u] + p.shard_offset, p.numel});
+    }
+  }
+  return pieces;
 }
 
 void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor) {

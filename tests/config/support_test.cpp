@@ -15,9 +15,10 @@ std::vector<std::string> unsupported(const json& extra) {
   return unsupported_features(parse_ok(with_batch(extra)).config);
 }
 
-// The rank grid's sections are read (parallel_section.cpp); sizes > 1 are refused until an engine
-// trains with them. A present section without "enabled" counts as enabled (as DeepSpeed's opaque
-// sections did), so {"stages": 2} is not silently a single stage.
+// The rank grid's sections are read (parallel_section.cpp). Pipeline stages > 1 are refused (no
+// pipeline engine yet); tensor parallelism runs with every ZeRO stage in fp32, and is refused
+// naming the key it meets otherwise. A present section without "enabled" counts as enabled (as
+// DeepSpeed's opaque sections did), so {"stages": 2} is not silently a single stage.
 TEST(Unsupported, PipelineAndTensorSizesAboveOne) {
   auto refused = [](const json& extra) {
     return unsupported_features(parse_ok(with_batch(extra), context(2)).config);
@@ -26,7 +27,14 @@ TEST(Unsupported, PipelineAndTensorSizesAboveOne) {
       refused({{"pipeline", {{"stages", 2}}}}),
       std::vector<std::string>(
           {"not supported yet: pipeline.stages=2 (no pipeline engine yet; docs/parallel.md)"}));
-  EXPECT_EQ(refused({{"tensor_parallel", {{"enabled", true}, {"size", 2}}}}).size(), 1u);
+  const json tp = {{"enabled", true}, {"size", 2}};
+  EXPECT_TRUE(refused({{"tensor_parallel", tp}}).empty());
+  EXPECT_TRUE(refused({{"tensor_parallel", tp}, {"zero_optimization", {{"stage", 1}}}}).empty());
+  EXPECT_TRUE(refused({{"tensor_parallel", tp}, {"zero_optimization", {{"stage", 2}}}}).empty());
+  EXPECT_TRUE(refused({{"tensor_parallel", tp}, {"zero_optimization", {{"stage", 3}}}}).empty());
+  const auto bf16 = refused({{"tensor_parallel", tp}, {"bf16", {{"enabled", true}}}});
+  ASSERT_EQ(bf16.size(), 1u);
+  EXPECT_NE(bf16[0].find("tensor_parallel.size=2 with bf16.enabled"), std::string::npos);
   EXPECT_TRUE(refused({{"tensor_parallel", {{"enabled", false}, {"size", 2}}}}).empty());
   EXPECT_TRUE(refused({{"pipeline", {{"enabled", true}, {"stages", 1}}}}).empty());
 }

@@ -53,6 +53,8 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
 // Empty when the config can run. Kept in one table (src/config/support.cpp) that grows as
 // features land.
 std::vector<std::string> unsupported_features(const DsConfig& config);
+// Throws ConfigError listing unsupported_features(config), one a line, unless there are none.
+void check_supported(const DsConfig& config);
 // The key paths of that table, and the keys accepted that change nothing in a run yet (both in
 // src/config/support.cpp; docs/config.md's status column follows them).
 std::vector<std::string> unsupported_keys();

@@ -1,6 +1,7 @@
 // The rank grid's config sections (docs/parallel.md): "pipeline" and "tensor_parallel". Kept out of
-// DsConfig on purpose: parse_ds_config reads them (strictly) for the batch triple and refuses sizes
-// > 1 until an engine trains with them; the parallel layer reads them with parse_parallel_config.
+// DsConfig on purpose: parse_ds_config reads them (strictly) for the batch triple and refuses what
+// no engine trains yet (pipeline stages > 1; tensor parallelism in fp16/bf16);
+// RunConfig::parallel and the parallel layer read them with parse_parallel_config.
 #pragma once
 
 #include <cstdint>

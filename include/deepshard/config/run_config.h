@@ -8,6 +8,7 @@
 #include <string>
 
 #include "deepshard/config/ds_config.h"
+#include "deepshard/config/parallel_config.h"
 
 namespace deepshard::config {
 
@@ -94,6 +95,8 @@ struct RunConfig {
   DataConfig data;
   TrainConfig train;
   CommConfig comm;
+  // The rank grid's sections, pipeline and tensor_parallel (docs/parallel.md).
+  ParallelConfig parallel;
   // The fully resolved config (DeepSpeed keys + deepshard's), pretty JSON.
   std::string resolved_json;
 };

@@ -43,6 +43,17 @@ struct LoadedCheckpoint {
   int saved_stage = 0;
 };
 
+// Model parallelism (deepshard/parallel/, docs/parallel.md): the engine's group is the
+// data-parallel axis, and the model on this rank is a part of one replica spread over `group` (the
+// tensor axis). A parameter for which `replicated(name)` is true holds the same value on every
+// rank of `group`; the others are slices. The global gradient norm (clipping, the overflow check)
+// then sums the slices over `group` and counts the replicated parameters once, as Megatron's and
+// DeepSpeed's clip_grad_norm do.
+struct ModelParallelAxis {
+  comm::Group* group = nullptr;
+  std::function<bool(const std::string& name)> replicated;
+};
+
 // The user's engine. Implementations (one per stage) live behind it (src/zero/engine_base.h).
 class Engine {
  public:
@@ -88,6 +99,9 @@ class Engine {
   // the largest unit's; 0 at the other stages.
   virtual int64_t persistent_parameters() const = 0;
   virtual int64_t largest_unit_parameters() const = 0;
+  // Declares the model-parallel axis (see ModelParallelAxis) before the first step; every rank of
+  // the job calls it. Every stage takes it (stage 3: over its units' slices).
+  virtual void set_model_parallel(ModelParallelAxis axis) = 0;
 
   // Checkpoints (docs/checkpoint.md). Both are collective: every rank calls them with the same
   // arguments; the ranks first agree on the operation, directory and tag (a rank calling something

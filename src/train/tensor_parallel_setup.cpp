@@ -1,0 +1,46 @@
+// The tensor-parallel step of a training run (docs/parallel.md): with tensor_parallel.size > 1,
+// the rank grid's groups (one per axis, sub-groups of the job's group), the model split in place
+// over this rank's tensor group (parallel::TensorParallelGpt), and the data-parallel group the
+// engine, the samplers and the batch arithmetic use. Without it nothing changes: the data group is
+// the job's group and the loss the model's.
+#include "deepshard/comm/transport_options.h"
+#include "deepshard/config/loader.h"
+#include "deepshard/models/gpt.h"
+#include "deepshard/util/error.h"
+#include "train/training_run.h"
+
+namespace deepshard::train {
+
+void build_tensor_parallel(TrainingRun& run) {
+  const config::ParallelConfig& parallel = run.config.parallel;
+  if (parallel.tensor_parallel.effective_size() <= 1 && parallel.pipeline.effective_stages() <= 1)
+    return;
+  config::check_supported(run.ds);  // what the tensor-parallel run refuses, before the groups
+  comm::GroupOptions options;
+  options.timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(run.config.comm.timeout_s * 1000));
+  options.transport = comm::parse_transport(run.config.comm.transport, "comm.transport");
+  run.axes = std::make_unique<parallel::ParallelGroups>(parallel::make_parallel_groups(
+      run.group, parallel::grid_from_config(parallel, run.group.size()), options));
+  run.data_group = run.axes->data.get();
+  // Every tensor rank built the whole model with train.seed (the single-rank initialisation);
+  // each keeps its slices.
+  auto gpt = std::dynamic_pointer_cast<models::GptImpl>(run.model);
+  DS_CHECK(gpt != nullptr, ConfigError, "tensor_parallel.size ", run.axes->grid.tensor_size(),
+           ": model.arch \"", run.config.model.arch, "\" is not split over tensor ranks yet");
+  run.tensor_parallel =
+      std::make_unique<parallel::TensorParallelGpt>(models::Gpt(gpt), *run.axes->tensor);
+}
+
+at::Tensor TrainingRun::loss(const at::Tensor& inputs, const at::Tensor& targets) {
+  return tensor_parallel ? tensor_parallel->loss(inputs, targets) : model->loss(inputs, targets);
+}
+
+void declare_model_parallel(TrainingRun& run) {
+  if (!run.tensor_parallel) return;
+  parallel::TensorParallelGpt* tp = run.tensor_parallel.get();
+  run.engine->set_model_parallel(
+      {run.axes->tensor.get(), [tp](const std::string& name) { return !tp->is_split(name); }});
+}
+
+}  // namespace deepshard::train
