@@ -38,7 +38,8 @@ ParallelConfig parse_parallel(Section& root, DsConfig& config) {
   ParallelConfig p = read(root);
   if (p.pipeline.effective_stages() > 1) {
     config.other_features.push_back("pipeline.stages=" + std::to_string(p.pipeline.stages) +
-                                    " (no pipeline engine yet; docs/parallel.md)");
+                                    " (the pipeline engine runs below the trainer only, not yet in "
+                                    "deepshard train; docs/parallel.md)");
   }
   const int64_t tensor = p.tensor_parallel.effective_size();
   if (tensor > 1) {

@@ -96,8 +96,9 @@ TEST(SeedConfigs, Hybrid3d) {
   EXPECT_EQ(o.config.train_batch_size, 4);  // micro 4 x data-parallel size 1
   EXPECT_TRUE(o.warnings.empty());
   // Tensor parallelism trains with stage 3 and CPU offload; the pipeline is what is missing.
-  EXPECT_EQ(o.unsupported, Lines({"not supported yet: pipeline.stages=4 (no pipeline engine yet; "
-                                  "docs/parallel.md)"}));
+  EXPECT_EQ(o.unsupported,
+            Lines({"not supported yet: pipeline.stages=4 (the pipeline engine runs below the "
+                   "trainer only, not yet in deepshard train; docs/parallel.md)"}));
   Outcome two = load("hybrid_3d.json", 2);
   ASSERT_EQ(two.errors.size(), 1u);
   EXPECT_NE(two.errors[0].find("pipeline.stages: the job's 2 ranks are not divisible by pipeline "

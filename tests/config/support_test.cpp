@@ -23,10 +23,10 @@ TEST(Unsupported, PipelineAndTensorSizesAboveOne) {
   auto refused = [](const json& extra) {
     return unsupported_features(parse_ok(with_batch(extra), context(2)).config);
   };
-  EXPECT_EQ(
-      refused({{"pipeline", {{"stages", 2}}}}),
-      std::vector<std::string>(
-          {"not supported yet: pipeline.stages=2 (no pipeline engine yet; docs/parallel.md)"}));
+  EXPECT_EQ(refused({{"pipeline", {{"stages", 2}}}}),
+            std::vector<std::string>(
+                {"not supported yet: pipeline.stages=2 (the pipeline engine runs below the trainer "
+                 "only, not yet in deepshard train; docs/parallel.md)"}));
   const json tp = {{"enabled", true}, {"size", 2}};
   EXPECT_TRUE(refused({{"tensor_parallel", tp}}).empty());
   EXPECT_TRUE(refused({{"tensor_parallel", tp}, {"zero_optimization", {{"stage", 1}}}}).empty());
