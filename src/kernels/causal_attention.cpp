@@ -9,7 +9,6 @@
 #include "deepshard/kernels/causal_attention.h"
 
 #include <ATen/Parallel.h>
-#include <omp.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -18,6 +17,7 @@
 #include "deepshard/platform/dnnl_sgemm.h"
 #include "deepshard/util/error.h"
 #include "kernels/causal_softmax_rows.h"
+#include "kernels/dnnl_threads.h"
 #include "kernels/record_op.h"
 
 namespace deepshard::kernels {
@@ -47,8 +47,7 @@ Shape shape_of(const at::Tensor& qkv, int64_t n_head) {
 // one thread inside (nested OpenMP) or on torch's thread count when the loop runs inline.
 template <typename F>
 void for_each_head(const Shape& sh, F&& f) {
-  const int threads = at::get_num_threads();
-  if (!omp_in_parallel() && omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  match_dnnl_threads_to_torch();
   at::parallel_for(0, sh.batch * sh.heads, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) f(i / sh.heads, i % sh.heads);
   });

@@ -2,11 +2,10 @@
 // backward dX = dY W, dW = dYᵀ X, db = column sums of dY; x is viewed as [rows, in].
 #include "deepshard/kernels/linear.h"
 
-#include <ATen/Parallel.h>
-#include <omp.h>
 #include <torch/torch.h>
 
 #include "deepshard/platform/dnnl_sgemm.h"
+#include "kernels/dnnl_threads.h"
 #include "kernels/record_op.h"
 
 namespace deepshard::kernels {
@@ -17,13 +16,10 @@ bool dense_fp32_cpu(const at::Tensor& t) {
          t.is_contiguous() && !t.is_neg() && !t.is_conj();
 }
 
-// Row-major C [m, n] = op(A) op(B) (+ C when accumulate) on torch's intra-op thread count: oneDNN
-// takes omp_get_max_threads() of the calling thread, which at::set_num_threads sets when libtorch
-// runs on OpenMP; set here too in case it does not.
+// Row-major C [m, n] = op(A) op(B) (+ C when accumulate) on torch's intra-op thread count.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const at::Tensor& a,
           const at::Tensor& b, at::Tensor& c, bool accumulate) {
-  const int threads = at::get_num_threads();
-  if (!omp_in_parallel() && omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  match_dnnl_threads_to_torch();
   platform::dnnl_sgemm_row_major(ta, tb, m, n, k, 1.0f, a.data_ptr<float>(), ta ? m : k,
                                  b.data_ptr<float>(), tb ? k : n, accumulate ? 1.0f : 0.0f,
                                  c.data_ptr<float>(), n);

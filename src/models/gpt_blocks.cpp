@@ -73,10 +73,13 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
   const at::Tensor packed = apply_linear(c_attn, x, fused_);
   const bool blocked = fused_ && (dropout_ == 0.0 || !is_training()) &&
                        kernels::blocked_attention_supported(packed, n_head_);
-  auto qkv = packed.split(n_embd_, /*dim=*/2);
-  const at::Tensor y =
-      blocked ? kernels::causal_attention(packed, n_head_)
-              : causal_attention(qkv[0], qkv[1], qkv[2], n_head_, dropout_, is_training(), fused_);
+  at::Tensor y;
+  if (blocked) {
+    y = kernels::causal_attention(packed, n_head_);
+  } else {
+    const auto qkv = packed.split(n_embd_, /*dim=*/2);
+    y = causal_attention(qkv[0], qkv[1], qkv[2], n_head_, dropout_, is_training(), fused_);
+  }
   return torch::dropout(apply_linear(c_proj, y, fused_), dropout_, is_training());
 }
 
