@@ -102,9 +102,6 @@ void refuse_with_pipeline(RunConfig& run) {
          "evaluation through the pipeline (a forward-only schedule) is not built yet");
   refuse(run.model.arch != "gpt", "model.arch=" + run.model.arch,
          "the pipeline splits the GPT only so far");
-  const int64_t tensor = run.parallel.tensor_parallel.effective_size();
-  refuse(tensor > 1, "tensor_parallel.size=" + std::to_string(tensor),
-         "a pipeline stage of the tensor-parallel GPT is not built yet");
 }
 
 }  // namespace detail

@@ -27,17 +27,16 @@ void timed(double& seconds, Fn&& fn) {
 }  // namespace
 
 PipelineEngine::PipelineEngine(models::Gpt model, PartitionMethod method, PipeLinks& links,
-                               comm::Group& pipeline)
+                               comm::Group& pipeline, TensorParallelGpt* tensor)
     : partition_(partition_gpt(model, method, links.stages())),
-      stage_(std::move(model), partition_, links.stage()),
+      stage_(std::move(model), partition_, links.stage(), tensor),
       links_(links),
       pipeline_(pipeline) {
   DS_ASSERT(pipeline.size() == links.stages() && pipeline.rank() == links.stage(),
             "pipeline group of ", pipeline.size(), " ranks for links of ", links.stages());
 }
 
-double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro,
-                                   const Backward& backward) {
+double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro, const Backward& backward) {
   const int m = static_cast<int>(micro.size());
   DS_CHECK(m >= 1, Error, "pipeline train_batch: no micro-batches");
   bubble_ = parallel::bubble_fraction(links_.stages(), m);

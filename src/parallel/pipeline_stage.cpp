@@ -36,8 +36,10 @@ StagePartition partition_gpt(models::Gpt& model, PartitionMethod method, int sta
                               numel_of(*model->ln_f) + wte, stages);
 }
 
-GptStage::GptStage(models::Gpt model, const StagePartition& partition, int stage)
+GptStage::GptStage(models::Gpt model, const StagePartition& partition, int stage,
+                   TensorParallelGpt* tensor)
     : model_(std::move(model)),
+      tensor_(tensor),
       stage_(stage),
       stages_(partition.stages()),
       block_begin_(partition.begin(stage)),
@@ -80,16 +82,17 @@ at::Tensor GptStage::forward(const at::Tensor& input) {
     DS_CHECK(input.size(1) <= gpt.config().block_size, Error, "pipeline stage 0: sequence length ",
              input.size(1), " exceeds block_size ", gpt.config().block_size);
     const at::Tensor pos = torch::arange(input.size(1), input.options());
-    x = torch::dropout(gpt.wte(input) + gpt.wpe(pos), gpt.config().dropout, gpt.is_training());
+    x = tensor_ ? tensor_->embed(input)
+                : torch::dropout(gpt.wte(input) + gpt.wpe(pos), gpt.config().dropout,
+                                 gpt.is_training());
   }
-  for (int64_t i = block_begin_; i < block_end_; ++i) {
-    x = gpt.unit_calls()(static_cast<size_t>(i), [&] { return gpt.blocks[i]->forward(x); });
-  }
+  for (int64_t i = block_begin_; i < block_end_; ++i) x = gpt.run_block(i, x);
   return x;
 }
 
 at::Tensor GptStage::loss(const at::Tensor& hidden, const at::Tensor& targets) {
   DS_ASSERT(is_last(), "the loss is the last stage's");
+  if (tensor_) return tensor_->head_loss(hidden, targets);
   auto& gpt = *model_;
   const bool fused = gpt.config().fused_kernels;
   // As models::Gpt's head: ln_f, then the tied wte (kernels::linear with the fused kernels).

@@ -148,15 +148,25 @@ at::Tensor TensorParallelGpt::loss(const at::Tensor& idx, const at::Tensor& targ
   DS_CHECK(idx.size(1) <= c.block_size, Error, "tensor-parallel GPT loss: sequence length ",
            idx.size(1), " exceeds block_size ", c.block_size);
   auto& gpt = *model_;
-  const at::Tensor pos = torch::arange(idx.size(1), idx.options());
-  at::Tensor x =
-      vocab_parallel_embedding(idx, gpt.wte->weight, vocab_start_, tensor_) + gpt.wpe(pos);
+  at::Tensor x = embed(idx);
   for (size_t i = 0; i < gpt.blocks.size(); ++i) {
     x = gpt.unit_calls()(i, [&] { return block_forward(gpt.blocks[i], x); });
   }
+  return head_loss(x, targets);
+}
+
+at::Tensor TensorParallelGpt::embed(const at::Tensor& idx) {
+  auto& gpt = *model_;
+  const at::Tensor pos = torch::arange(idx.size(1), idx.options());
+  return vocab_parallel_embedding(idx, gpt.wte->weight, vocab_start_, tensor_) + gpt.wpe(pos);
+}
+
+at::Tensor TensorParallelGpt::head_loss(const at::Tensor& hidden, const at::Tensor& targets) {
+  auto& gpt = *model_;
   // The head is tied to this rank's vocabulary rows: logits [B, T, V/T], never gathered.
   const at::Tensor logits = torch::linear(
-      copy_to_tensor_region(norm(gpt.ln_f, x, c.fused_kernels), tensor_), gpt.wte->weight);
+      copy_to_tensor_region(norm(gpt.ln_f, hidden, gpt.config().fused_kernels), tensor_),
+      gpt.wte->weight);
   return vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
                                       vocab_start_, tensor_);
 }

@@ -6,9 +6,15 @@
 // backward through the engine. The engine reduces the window's gradients at its boundary step,
 // after every stage's backward sent its gradient, the tied embedding's two copies (first and last
 // stage) summed first; its gradient norm sums the squares over the pipeline axis, the tied weight
-// counted once (on the first stage).
+// counted once (on the first stage). With tensor_parallel.size > 1 the stage is one of the
+// tensor-parallel GPT (TensorParallelGpt split the model first) and the norm sums over the
+// replica's tensor x pipeline ranks (a group of its own), counting a parameter where it is split
+// or on tensor rank 0, and the tied embedding on the first stage.
 #include <torch/torch.h>
 
+#include <algorithm>
+
+#include "deepshard/comm/transport_options.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
@@ -26,7 +32,19 @@ void build_pipeline(TrainingRun& run) {
       std::make_unique<parallel::PipeLinks>(run.group, run.axes->grid, run.axis_options);
   run.pipeline = std::make_unique<parallel::PipelineEngine>(
       models::Gpt(gpt), parallel::parse_partition_method(pipeline.partition_method),
-      *run.pipe_links, *run.axes->pipeline);
+      *run.pipe_links, *run.axes->pipeline, run.tensor_parallel.get());
+  if (run.tensor_parallel) {
+    // The replica's ranks (this data coordinate, every stage and tensor rank): the norm's group.
+    const parallel::RankGrid& grid = run.axes->grid;
+    parallel::GridCoord c = run.axes->coord;
+    std::vector<int> members;
+    for (c.pipeline = 0; c.pipeline < grid.pipeline_size(); ++c.pipeline) {
+      for (c.tensor = 0; c.tensor < grid.tensor_size(); ++c.tensor) members.push_back(grid.rank(c));
+    }
+    std::sort(members.begin(), members.end());
+    run.model_group = comm::create_subgroup(
+        run.group, members, "model/" + std::to_string(run.axes->coord.data), run.axis_options);
+  }
   if (run.rank0) {
     log::info("pipeline: ", pipeline.partition_method, " partition of ", gpt->blocks.size(),
               " blocks over ", pipeline.stages, " stages: ", run.pipeline->partition().describe());
@@ -36,8 +54,17 @@ void build_pipeline(TrainingRun& run) {
 void declare_pipeline(TrainingRun& run) {
   if (!run.pipeline) return;
   parallel::PipelineEngine* pipe = run.pipeline.get();
-  run.engine->set_model_parallel(
-      {run.axes->pipeline.get(), [](const std::string& name) { return name == "wte.weight"; }});
+  const bool first_stage = run.axes->coord.pipeline == 0;
+  if (const parallel::TensorParallelGpt* tp = run.tensor_parallel.get()) {
+    const bool tensor_rank0 = run.axes->coord.tensor == 0;
+    run.engine->set_model_parallel(
+        {run.model_group.get(), nullptr, [tp, first_stage, tensor_rank0](const std::string& name) {
+           return (tensor_rank0 || tp->is_split(name)) && (first_stage || name != "wte.weight");
+         }});
+  } else {
+    run.engine->set_model_parallel(
+        {run.axes->pipeline.get(), [](const std::string& name) { return name == "wte.weight"; }});
+  }
   run.engine->reduce_at_step([pipe] { pipe->reduce_tied_gradients(); });
 }
 
@@ -101,14 +128,13 @@ class PipelineHook : public StepHook {
 
   void add_to_summary(const TrainingRun& run, nlohmann::json& out) const override {
     if (!run.pipeline) return;
-    out["pipeline"] = {
-        {"stages", run.pipeline->partition().stages()},
-        {"partition_method", run.config.parallel.pipeline.partition_method},
-        {"partition", run.pipeline->partition().describe()},
-        {"micro_batches", run.ds.gradient_accumulation_steps},
-        {"bubble_fraction", run.pipeline->bubble_fraction()},
-        {"comm_wait_share", steps_ > 0 ? wait_share_sum_ / steps_ : 0.0},
-        {"comm_wait_share_by_stage", wait_by_stage_}};
+    out["pipeline"] = {{"stages", run.pipeline->partition().stages()},
+                       {"partition_method", run.config.parallel.pipeline.partition_method},
+                       {"partition", run.pipeline->partition().describe()},
+                       {"micro_batches", run.ds.gradient_accumulation_steps},
+                       {"bubble_fraction", run.pipeline->bubble_fraction()},
+                       {"comm_wait_share", steps_ > 0 ? wait_share_sum_ / steps_ : 0.0},
+                       {"comm_wait_share_by_stage", wait_by_stage_}};
   }
 
  private:

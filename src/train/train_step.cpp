@@ -52,8 +52,7 @@ StepRecord train_one_step(TrainingRun& run, int64_t step) {
   const double wait_share = run.pipeline ? run.pipeline->comm_wait_seconds() / r.step_time : 0.0;
   // The loss mean also tells every rank whether any rank was asked to stop (and, with a pipeline,
   // the mean share of the step spent waiting on it).
-  auto shared =
-      torch::tensor({loss, stop_requested() ? 1.0 : 0.0, wait_share}, torch::kDouble);
+  auto shared = torch::tensor({loss, stop_requested() ? 1.0 : 0.0, wait_share}, torch::kDouble);
   run.group.all_reduce(shared, comm::ReduceOp::kAvg);
   r.loss = shared[0].item<double>();
   r.stop = shared[1].item<double>() > 0;

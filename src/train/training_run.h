@@ -63,6 +63,8 @@ struct TrainingRun {
   // neighbouring stages and the 1F1B engine over its stage of the model; else null.
   std::unique_ptr<parallel::PipeLinks> pipe_links;
   std::unique_ptr<parallel::PipelineEngine> pipeline;
+  // With tensor_parallel.size > 1 too: the replica's tensor x pipeline ranks (the norm's group).
+  std::unique_ptr<comm::Group> model_group;
   comm::Group& dp_group() { return *data_group; }
   // The mean loss of this rank's micro-batch: the model's, or the tensor-parallel one.
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets);
@@ -103,8 +105,8 @@ struct StepRecord {
   // With a pipeline: the share of the step every rank spent waiting on the pipeline's
   // communication (mean over the ranks).
   double pipeline_wait_share = 0.0;
-  double val_loss = -1.0;     // set by the evaluation hook when it evaluated, else -1
-  nlohmann::json metrics;     // the metrics.jsonl record; hooks add their fields
+  double val_loss = -1.0;  // set by the evaluation hook when it evaluated, else -1
+  nlohmann::json metrics;  // the metrics.jsonl record; hooks add their fields
 };
 
 // Something done after every optimizer step (in make_step_hooks' order, on every rank: a hook

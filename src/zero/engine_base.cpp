@@ -70,8 +70,8 @@ void EngineBase::run_backward(const std::function<void()>& run) {
 
 void EngineBase::reduce_at_step(std::function<void()> before_reduction) {
   DS_CHECK(before_reduction != nullptr, Error, "reduce_at_step: no function");
-  DS_CHECK(config_.zero.stage <= 1, ConfigError, "not supported yet: zero_optimization.stage=",
-           config_.zero.stage,
+  DS_CHECK(config_.zero.stage <= 1, ConfigError,
+           "not supported yet: zero_optimization.stage=", config_.zero.stage,
            " with the reduction at the step (pipeline parallelism): stage 2 reduces gradients "
            "every micro-step and stage 3 gathers parameters per unit");
   DS_CHECK(micro_steps_ == 0, Error, "reduce_at_step after the first backward");
@@ -136,8 +136,8 @@ std::vector<EngineBase::GradPiece> EngineBase::reduced_pieces() const {
 }
 
 void EngineBase::set_model_parallel(ModelParallelAxis axis) {
-  DS_CHECK(axis.group != nullptr && axis.replicated, Error,
-           "set_model_parallel: no group or no replicated() predicate");
+  DS_CHECK(axis.group != nullptr && (axis.replicated || axis.counted), Error,
+           "set_model_parallel: no group, or neither replicated() nor counted()");
   reduced_pieces();  // refuses the stages without it
   model_parallel_ = std::move(axis);
 }
@@ -147,10 +147,13 @@ double EngineBase::model_parallel_grad_norm(const at::Tensor& reduced) {
   // its rank 0 only (they are equal on all of them); summed over the data group when the
   // gradients are sharded over it, then over the axis.
   const bool count_replicated = model_parallel_.group->rank() == 0;
+  const auto counted = [&](const std::string& name) {
+    if (model_parallel_.counted) return model_parallel_.counted(name);
+    return count_replicated || !model_parallel_.replicated(name);
+  };
   at::Tensor sum = at::zeros({1}, reduced.options().dtype(at::kDouble));
   for (const GradPiece& piece : reduced_pieces()) {
-    if (piece.numel == 0) continue;
-    if (!count_replicated && model_parallel_.replicated(*piece.name)) continue;
+    if (piece.numel == 0 || !counted(*piece.name)) continue;
     sum += squared_l2_norm(reduced.narrow(0, piece.offset, piece.numel));
   }
   if (reduced_is_sharded() && group_.size() > 1) group_.all_reduce(sum, comm::ReduceOp::kSum);

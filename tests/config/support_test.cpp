@@ -25,9 +25,11 @@ TEST(Unsupported, PipelineAndTensorSizesAboveOne) {
     return unsupported_features(parse_ok(with_batch(extra), context(2)).config);
   };
   EXPECT_TRUE(refused({{"pipeline", {{"stages", 2}}}}).empty());
-  EXPECT_TRUE(refused({{"pipeline", {{"stages", 2}}}, {"zero_optimization", {{"stage", 1}}}}).empty());
+  EXPECT_TRUE(
+      refused({{"pipeline", {{"stages", 2}}}, {"zero_optimization", {{"stage", 1}}}}).empty());
   for (int stage : {2, 3}) {
-    const auto zero = refused({{"pipeline", {{"stages", 2}}}, {"zero_optimization", {{"stage", stage}}}});
+    const auto zero =
+        refused({{"pipeline", {{"stages", 2}}}, {"zero_optimization", {{"stage", stage}}}});
     ASSERT_EQ(zero.size(), 1u);
     EXPECT_EQ(zero[0].find("not supported yet: zero_optimization.stage=" + std::to_string(stage) +
                            " with pipeline.stages=2 (DeepSpeed refuses it too"),

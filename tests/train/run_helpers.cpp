@@ -114,4 +114,24 @@ double expect_same_losses(const RunLosses& run, const RunLosses& reference,
   return max_rel;
 }
 
+std::vector<double> grad_norms(const TempDir& dir, const std::string& name) {
+  std::vector<double> out;
+  for (const auto& record : read_metrics(dir.file("run_" + name)))
+    out.push_back(record.at("grad_norm").get<double>());
+  return out;
+}
+
+void expect_same_norms(const std::vector<double>& run, const std::vector<double>& reference,
+                       const std::string& what) {
+  ASSERT_EQ(run.size(), reference.size()) << what;
+  double worst = 0.0;
+  for (size_t i = 0; i < run.size(); ++i) {
+    const double rel = std::abs(run[i] - reference[i]) / std::abs(reference[i]);
+    worst = std::max(worst, rel);
+    EXPECT_LT(rel, 1e-3) << what << ": step " << i + 1 << " grad norm " << run[i] << " vs "
+                         << reference[i];
+  }
+  std::printf("%s: worst grad-norm relative difference %.3g\n", what.c_str(), worst);
+}
+
 }  // namespace deepshard::testing

@@ -94,6 +94,9 @@ class GptImpl : public CausalLmImpl {
   // wrappers engines install (unit_calls()).
   using BlockRunner = std::function<at::Tensor(int64_t index, Block& block, const at::Tensor& x)>;
   void set_block_runner(BlockRunner runner) { block_runner_ = std::move(runner); }
+  // Block i on x as forward() runs it: inside unit_calls(), through the runner when one is set
+  // (a pipeline stage runs its blocks this way).
+  at::Tensor run_block(int64_t i, const at::Tensor& x);
 
   // The sharding plan: unit i is block h.i, the root holds wte, wpe and ln_f; wte is tied to the
   // output head (logits = ln_f(x) wte^T).

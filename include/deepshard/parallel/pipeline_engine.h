@@ -31,8 +31,9 @@ class PipelineEngine {
  public:
   // `model`: the whole model, built alike on every rank of the pipeline group (same seed).
   // `links`: this rank's PipeLinks; `pipeline`: its pipeline-axis group (loss and norm).
-  PipelineEngine(models::Gpt model, PartitionMethod method, PipeLinks& links,
-                 comm::Group& pipeline);
+  // `tensor`: the model is this rank's part of the tensor-parallel GPT (GptStage).
+  PipelineEngine(models::Gpt model, PartitionMethod method, PipeLinks& links, comm::Group& pipeline,
+                 TensorParallelGpt* tensor = nullptr);
 
   // How one micro-batch's backward runs: `output` is the stage's output and `grad` its gradient
   // received from the next stage; on the last stage `output` is the micro-batch's mean loss and

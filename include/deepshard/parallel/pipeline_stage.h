@@ -7,8 +7,10 @@
 //    holds its own copy of wte (DeepSpeed's TiedLayerSpec; the engine all-reduces the two copies'
 //    gradients so they stay equal);
 //  - a middle stage: its blocks only.
-// Blocks run through the model's UnitCalls (as models::Gpt's forward runs them), so engines that
-// wrap units keep working. Parameter names are models::Gpt's.
+// Blocks run as models::Gpt's forward runs them (run_block: the UnitCalls and the block runner),
+// so engines that wrap units keep working. A stage of the tensor-parallel GPT (`tensor` set: the
+// model was split by it) runs its embedding and head, and its blocks through the runner it
+// installed. Parameter names are models::Gpt's.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -19,6 +21,7 @@
 
 #include "deepshard/models/gpt.h"
 #include "deepshard/parallel/pipeline_partition.h"
+#include "deepshard/parallel/tensor_parallel_gpt.h"
 
 namespace deepshard::parallel {
 
@@ -28,7 +31,8 @@ StagePartition partition_gpt(models::Gpt& model, PartitionMethod method, int sta
 
 class GptStage {
  public:
-  GptStage(models::Gpt model, const StagePartition& partition, int stage);
+  GptStage(models::Gpt model, const StagePartition& partition, int stage,
+           TensorParallelGpt* tensor = nullptr);
 
   bool is_first() const { return stage_ == 0; }
   bool is_last() const { return stage_ == stages_ - 1; }
@@ -50,6 +54,7 @@ class GptStage {
 
  private:
   models::Gpt model_;
+  TensorParallelGpt* tensor_;
   int stage_, stages_;
   int64_t block_begin_, block_end_;
   std::vector<std::pair<std::string, at::Tensor>> params_;

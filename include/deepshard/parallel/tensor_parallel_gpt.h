@@ -33,6 +33,12 @@ class TensorParallelGpt {
 
   // Mean cross-entropy of idx [B, T] against targets [B, T], the same on every tensor rank.
   at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets);
+  // Its parts, for a pipeline stage of the tensor-parallel GPT (the blocks run through the
+  // model's block runner, installed here): the vocabulary-parallel embedding plus wpe, idx [B, T]
+  // -> hidden [B, T, C] (the same on every tensor rank); ln_f, the head on this rank's
+  // vocabulary rows and the vocabulary-parallel cross-entropy against targets [B, T].
+  at::Tensor embed(const at::Tensor& idx);
+  at::Tensor head_loss(const at::Tensor& hidden, const at::Tensor& targets);
 
   models::Gpt& model() { return model_; }
   comm::Group& tensor_group() { return tensor_; }

@@ -49,9 +49,14 @@ struct LoadedCheckpoint {
 // rank of `group`; the others are slices. The global gradient norm (clipping, the overflow check)
 // then sums the slices over `group` and counts the replicated parameters once, as Megatron's and
 // DeepSpeed's clip_grad_norm do.
+// `counted` replaces that rule when set: whether this rank adds the squares of parameter `name`,
+// summed over `group` then (a pipeline counts the tied embedding on its first stage only; a
+// pipeline of tensor-parallel stages, whose group spans both axes, counts a parameter where it
+// is split or on tensor rank 0, and the embedding on the first stage).
 struct ModelParallelAxis {
   comm::Group* group = nullptr;
   std::function<bool(const std::string& name)> replicated;
+  std::function<bool(const std::string& name)> counted;
 };
 
 // The user's engine. Implementations (one per stage) live behind it (src/zero/engine_base.h).
