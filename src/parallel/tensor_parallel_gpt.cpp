@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "deepshard/activation/checkpoint.h"
 #include "deepshard/kernels/fused_ops.h"
 #include "deepshard/models/attention.h"
 #include "deepshard/parallel/tensor_ops.h"
@@ -97,7 +98,7 @@ TensorParallelGpt::TensorParallelGpt(models::Gpt model, comm::Group& tensor)
     item.value().set_data(slice_of(item.value(), split, t, n).clone());
   }
   model_->set_block_runner([this](int64_t, models::Block& block, const at::Tensor& x) {
-    return block_forward(block, x);
+    return checkpointed_block(block, x);
   });
 }
 
@@ -114,6 +115,15 @@ int TensorParallelGpt::split_dim(const std::string& name) const {
     default:
       return 0;
   }
+}
+
+// Each block is one activation-checkpoint region, as in models::Gpt (recomputed in backward when
+// a Checkpointer is active; the recompute repeats the tensor group's all-reduces, in the same order
+// on every tensor rank).
+at::Tensor TensorParallelGpt::checkpointed_block(models::Block& block, const at::Tensor& x) {
+  models::Block held = block;
+  return activation::checkpoint(
+      [this, held](const at::Tensor& in) mutable { return block_forward(held, in); }, x);
 }
 
 at::Tensor TensorParallelGpt::block_forward(models::Block& block, const at::Tensor& x) {
@@ -152,7 +162,7 @@ at::Tensor TensorParallelGpt::loss(const at::Tensor& idx, const at::Tensor& targ
   at::Tensor x =
       vocab_parallel_embedding(idx, gpt.wte->weight, vocab_start_, tensor_) + gpt.wpe(pos);
   for (size_t i = 0; i < gpt.blocks.size(); ++i) {
-    x = gpt.unit_calls()(i, [&] { return block_forward(gpt.blocks[i], x); });
+    x = gpt.unit_calls()(i, [&] { return checkpointed_block(gpt.blocks[i], x); });
   }
   // The head is tied to this rank's vocabulary rows: logits [B, T, V/T], never gathered.
   const at::Tensor logits = torch::linear(

@@ -48,6 +48,7 @@ class TensorParallelGpt {
 
  private:
   at::Tensor block_forward(models::Block& block, const at::Tensor& x);
+  at::Tensor checkpointed_block(models::Block& block, const at::Tensor& x);
 
   models::Gpt model_;
   comm::Group& tensor_;
