@@ -34,6 +34,7 @@ class EngineBase : public Engine {
   ~EngineBase() override;
 
   void backward(const at::Tensor& loss) override;
+  void backward(const at::Tensor& output, const at::Tensor& grad) override;
   StepResult step() override;
   bool is_gradient_accumulation_boundary() const override;
   int64_t global_steps() const override { return global_steps_; }
@@ -49,6 +50,7 @@ class EngineBase : public Engine {
   int64_t persistent_parameters() const override { return 0; }
   int64_t largest_unit_parameters() const override { return 0; }
   void set_model_parallel(ModelParallelAxis axis) override;
+  void reduce_at_step(std::function<void()> before_reduction) override;
   void save_checkpoint(const std::string& dir, const std::string& tag,
                        const std::string& client_state_json = "{}") override;
   LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& tag = "") override;
@@ -129,6 +131,8 @@ class EngineBase : public Engine {
   std::unique_ptr<comm::PowerSgd> compression_;
 
  private:
+  // The hooks around one backward pass (`run` runs it); `boundary`: its gradients are reduced.
+  void run_backward(const std::function<void()>& run);
   // global_grad_norm over the data group and the model-parallel axis (set_model_parallel).
   double model_parallel_grad_norm(const at::Tensor& reduced);
   // Restores the buffers and frozen parameters a checkpoint saved (every rank reads them).
@@ -141,6 +145,8 @@ class EngineBase : public Engine {
   int64_t skipped_steps_ = 0;
   int64_t applied_steps_ = 0;  // drives the LR schedule (skipped steps do not advance it)
   ModelParallelAxis model_parallel_;  // group null: none
+  // reduce_at_step: the reduction runs in the boundary step(), after this.
+  std::function<void()> before_reduction_;
 };
 
 }  // namespace deepshard::zero
