@@ -182,8 +182,6 @@ void refuse_with_tensor_parallel(RunConfig& run) {
   refuse(train.save_weights, "train.save_weights", "the weights are split over the tensor ranks");
   refuse(train.sample_tokens > 0, "train.sample_tokens=" + std::to_string(train.sample_tokens),
          "sampling runs the whole model on rank 0");
-  refuse(train.activation_checkpointing, "train.activation_checkpointing",
-         "recompute of the tensor-parallel blocks is not tested yet");
   refuse(run.model.dropout > 0, "model.dropout=" + nlohmann::json(run.model.dropout).dump(),
          "dropout in the tensor region needs Megatron's model-parallel RNG tracker");
 }
