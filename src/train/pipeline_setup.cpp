@@ -28,11 +28,14 @@ void build_pipeline(TrainingRun& run) {
   auto gpt = std::dynamic_pointer_cast<models::GptImpl>(run.model);
   DS_CHECK(gpt != nullptr, ConfigError, "pipeline.stages ", pipeline.stages, ": model.arch \"",
            run.config.model.arch, "\" is not split into pipeline stages yet");
+  // With tensor_parallel.size > 1 the GPT was split by TensorParallelGpt (the model is a GPT).
+  auto* tensor_gpt = dynamic_cast<parallel::TensorParallelGpt*>(run.tensor_parallel.get());
+  DS_ASSERT(tensor_gpt != nullptr || !run.tensor_parallel, "a tensor-parallel GPT expected");
   run.pipe_links =
       std::make_unique<parallel::PipeLinks>(run.group, run.axes->grid, run.axis_options);
   run.pipeline = std::make_unique<parallel::PipelineEngine>(
       models::Gpt(gpt), parallel::parse_partition_method(pipeline.partition_method),
-      *run.pipe_links, *run.axes->pipeline, run.tensor_parallel.get());
+      *run.pipe_links, *run.axes->pipeline, tensor_gpt);
   if (run.tensor_parallel) {
     // The replica's ranks (this data coordinate, every stage and tensor rank): the norm's group.
     const parallel::RankGrid& grid = run.axes->grid;
@@ -55,7 +58,7 @@ void declare_pipeline(TrainingRun& run) {
   if (!run.pipeline) return;
   parallel::PipelineEngine* pipe = run.pipeline.get();
   const bool first_stage = run.axes->coord.pipeline == 0;
-  if (const parallel::TensorParallelGpt* tp = run.tensor_parallel.get()) {
+  if (const parallel::TensorParallelModel* tp = run.tensor_parallel.get()) {
     const bool tensor_rank0 = run.axes->coord.tensor == 0;
     run.engine->set_model_parallel(
         {run.model_group.get(), nullptr, [tp, first_stage, tensor_rank0](const std::string& name) {
