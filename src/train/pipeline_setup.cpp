@@ -16,6 +16,7 @@
 
 #include "deepshard/comm/transport_options.h"
 #include "deepshard/models/gpt.h"
+#include "deepshard/parallel/tensor_parallel_gpt.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
 #include "train/training_run.h"
