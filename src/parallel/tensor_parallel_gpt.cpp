@@ -116,6 +116,10 @@ int TensorParallelGpt::split_dim(const std::string& name) const {
   }
 }
 
+int TensorParallelGpt::split_blocks(const std::string& name) const {
+  return split_of(name) == Split::kQkvRows ? 3 : 1;
+}
+
 at::Tensor TensorParallelGpt::block_forward(models::Block& block, const at::Tensor& x) {
   const auto& c = model_->config();
   const int64_t local_heads = c.n_head / tensor_.size();

@@ -47,8 +47,8 @@ int64_t resume_from(const config::TrainConfig& train, const std::string& checkpo
   }
   if (rank0)
     log::info("resumed from ", loaded.path, " (saved by ", loaded.saved_world_size,
-              " rank(s) at ZeRO stage ", loaded.saved_stage, ") at step ", step, " in ",
-              seconds_since(t0), " s");
+              " rank(s) at ZeRO stage ", loaded.saved_stage, ", ", loaded.saved_layout,
+              ") at step ", step, " in ", seconds_since(t0), " s");
   return step;
 }
 

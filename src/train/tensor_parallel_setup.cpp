@@ -41,6 +41,25 @@ void declare_model_parallel(TrainingRun& run) {
   parallel::TensorParallelGpt* tp = run.tensor_parallel.get();
   run.engine->set_model_parallel(
       {run.axes->tensor.get(), [tp](const std::string& name) { return !tp->is_split(name); }});
+  // Checkpoints are the whole job's: every record a range of a whole parameter, the replicated
+  // parameters written by tensor rank 0 (docs/checkpoint.md, "Tensor-parallel layout").
+  const parallel::RankGrid& grid = run.axes->grid;
+  const int t = run.axes->tensor->rank(), n = run.axes->tensor->size();
+  zero::CheckpointLayout layout;
+  layout.job = &run.group;
+  layout.slice = [tp, t, n](const std::string& name) {
+    checkpoint::TensorSlice slice;
+    slice.dim = tp->split_dim(name);
+    slice.blocks = tp->split_blocks(name);
+    slice.rank = t;
+    slice.size = n;
+    slice.writes = slice.dim >= 0 || t == 0;
+    return slice;
+  };
+  layout.data = grid.data_size();
+  layout.pipeline = grid.pipeline_size();
+  layout.tensor = grid.tensor_size();
+  run.engine->set_checkpoint_layout(std::move(layout));
 }
 
 }  // namespace deepshard::train

@@ -102,8 +102,8 @@ TEST(TensorParallelTrain, RefusesWhatItDoesNotDoYet) {
   for (const Case& c :
        {Case{with({{"bf16", {{"enabled", true}}}}),
              "not supported yet: tensor_parallel.size=2 with bf16.enabled"},
-        Case{with({{"train", {{"save_interval", 5}}}}),
-             "not supported yet: tensor_parallel.size=2 with train.save_interval=5"},
+        Case{with({{"train", {{"sample_tokens", 8}}}}),
+             "not supported yet: tensor_parallel.size=2 with train.sample_tokens=8"},
         Case{R"({"pipeline": {"stages": 2}})", "not supported yet: pipeline.stages=2"}}) {
     const std::string config = dir.file("refused.json");
     write_file(config, tiny_run_config(data, dir.file("run_refused"), 4, 1, 2, c.extra));

@@ -41,6 +41,10 @@ class TensorParallelGpt {
   // The dimension `name` is split along (0 rows, 1 columns), or -1 when replicated; with the
   // tensor size, this is what a checkpoint needs to rebuild the whole parameter.
   int split_dim(const std::string& name) const;
+  // How many equal blocks the split dimension holds, each split over the tensor ranks separately
+  // (3 for attn.c_attn's q, k and v rows; else 1): with split_dim, the slice's place in the whole
+  // parameter (rank t holds the t-th chunk of every block).
+  int split_blocks(const std::string& name) const;
 
   // The whole value of every parameter, gathered over the tensor group (collective), in
   // model().named_parameters() order: for tests and for saving weights.
