@@ -88,7 +88,7 @@ int run_train_command(const Args& args) {
   if (const auto parallel = config::parse_parallel_config(json, origin);
       parallel.pipeline.enabled || parallel.tensor_parallel.enabled) {
     // The layout the pipeline/tensor_parallel sections ask for (the batch triple already counted
-    // its data-parallel size); the trainer makes the groups (pipeline stages > 1: refused).
+    // its data-parallel size); the trainer makes the groups.
     const auto grid = parallel::grid_from_config(parallel, info.world_size);
     if (info.rank == 0) log::info("rank grid: ", grid.describe());
   }

@@ -36,10 +36,30 @@ ParallelConfig read(Section& root) {
 
 ParallelConfig parse_parallel(Section& root, DsConfig& config) {
   ParallelConfig p = read(root);
-  if (p.pipeline.effective_stages() > 1) {
-    config.other_features.push_back("pipeline.stages=" + std::to_string(p.pipeline.stages) +
-                                    " (the pipeline engine runs below the trainer only, not yet in "
-                                    "deepshard train; docs/parallel.md)");
+  const int64_t stages = p.pipeline.effective_stages();
+  if (stages > 1) {
+    // A pipeline trains the GPT in fp32 at ZeRO stages 0 and 1 (docs/parallel.md).
+    const std::string with = " with pipeline.stages=" + std::to_string(stages) + " (";
+    if (config.zero.stage >= 2) {
+      config.other_features.push_back(
+          "zero_optimization.stage=" + std::to_string(config.zero.stage) + with +
+          "DeepSpeed refuses it too, its PipelineEngine asserts ZeRO stage < 2: a pipeline "
+          "accumulates every micro-batch's gradients and reduces them once at the step, so "
+          "stage 2's per-micro-batch gradient partitioning frees nothing, and stage 3 would "
+          "gather the stage's parameters again for every micro-batch's forward and backward; "
+          "use stage 0 or 1)");
+    }
+    if (config.fp16.enabled || config.bf16.enabled) {
+      config.other_features.push_back(std::string(config.fp16.enabled ? "fp16" : "bf16") +
+                                      ".enabled" + with +
+                                      "the pipeline is tested in fp32 only; docs/parallel.md)");
+    }
+    if (config.compression.enabled())
+      config.other_features.push_back("compression" + with + "PowerSGD is not tested with it)");
+    if (config.flops_profiler.enabled) {
+      config.other_features.push_back("flops_profiler" + with +
+                                      "the profiler measures rank 0's whole-model forward)");
+    }
   }
   const int64_t tensor = p.tensor_parallel.effective_size();
   if (tensor > 1) {
@@ -58,6 +78,33 @@ ParallelConfig parse_parallel(Section& root, DsConfig& config) {
     }
   }
   return p;
+}
+
+void refuse_with_pipeline(RunConfig& run) {
+  const int64_t stages = run.parallel.pipeline.effective_stages();
+  if (stages <= 1) return;
+  const std::string with = " with pipeline.stages=" + std::to_string(stages) + " (";
+  auto refuse = [&](bool asked, const std::string& key, const std::string& why) {
+    if (asked) run.ds.other_features.push_back(key + with + why + "; docs/parallel.md)");
+  };
+  const TrainConfig& train = run.train;
+  const std::string no_checkpoints = "checkpoints of pipeline runs are not built yet";
+  refuse(train.save_interval > 0, "train.save_interval=" + std::to_string(train.save_interval),
+         no_checkpoints);
+  refuse(!train.resume.empty(), "train.resume=" + train.resume, no_checkpoints);
+  refuse(!train.checkpoint_dir.empty(), "train.checkpoint_dir", no_checkpoints);
+  refuse(train.save_weights, "train.save_weights", "the weights are split over the stages");
+  refuse(train.sample_tokens > 0, "train.sample_tokens=" + std::to_string(train.sample_tokens),
+         "sampling runs the whole model on rank 0");
+  refuse(train.activation_checkpointing, "train.activation_checkpointing",
+         "recompute inside a pipeline stage is not built yet");
+  refuse(!run.data.valid.empty(), "data.valid",
+         "evaluation through the pipeline (a forward-only schedule) is not built yet");
+  refuse(run.model.arch != "gpt", "model.arch=" + run.model.arch,
+         "the pipeline splits the GPT only so far");
+  const int64_t tensor = run.parallel.tensor_parallel.effective_size();
+  refuse(tensor > 1, "tensor_parallel.size=" + std::to_string(tensor),
+         "a pipeline stage of the tensor-parallel GPT is not built yet");
 }
 
 }  // namespace detail

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "config/parallel_section.h"
 #include "config/sections.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/util/error.h"
@@ -227,6 +228,7 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
   diag.throw_if_errors();
   run.parallel = parse_parallel_config(json, origin);
   refuse_with_tensor_parallel(run);
+  detail::refuse_with_pipeline(run);
   // DeepSpeed's steps_per_print sets the progress interval unless train.log_interval is given.
   const bool log_interval_given =
       json.contains("train") && json["train"].is_object() && json["train"].contains("log_interval");

@@ -67,31 +67,37 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config)
   o_proj = register_module("o_proj", linear(n_head_ * head_dim_, config.n_embd));
 }
 
-at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x) {
-  const int64_t batch = x.size(0), seq = x.size(1);
+at::Tensor llama_attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+                           int64_t n_head, int64_t n_kv_head, double rope_theta) {
+  const int64_t batch = q_in.size(0), seq = q_in.size(1), head_dim = q_in.size(2) / n_head;
   auto heads = [&](const at::Tensor& t, int64_t n) {
-    return t.view({batch, seq, n, head_dim_}).transpose(1, 2);  // [B, n, T, d]
+    return t.view({batch, seq, n, head_dim}).transpose(1, 2);  // [B, n, T, d]
   };
-  auto [cos, sin] = rotary_tables(seq, head_dim_, rope_theta_, x.device());
-  cos = cos.to(x.scalar_type());
-  sin = sin.to(x.scalar_type());
-  const at::Tensor q = apply_rotary(heads(apply_linear(q_proj, x, fused_), n_head_), cos, sin);
+  auto [cos, sin] = rotary_tables(seq, head_dim, rope_theta, q_in.device());
+  cos = cos.to(q_in.scalar_type());
+  sin = sin.to(q_in.scalar_type());
+  const at::Tensor q = apply_rotary(heads(q_in, n_head), cos, sin);
   // Grouped-query attention: key/value head j serves query heads j * group ... (j + 1) * group - 1.
-  const int64_t group = n_head_ / n_kv_head_;
-  at::Tensor k = apply_rotary(heads(apply_linear(k_proj, x, fused_), n_kv_head_), cos, sin);
-  at::Tensor v = heads(apply_linear(v_proj, x, fused_), n_kv_head_);
+  const int64_t group = n_head / n_kv_head;
+  at::Tensor k = apply_rotary(heads(k_in, n_kv_head), cos, sin);
+  at::Tensor v = heads(v_in, n_kv_head);
   if (group > 1) {
     k = k.repeat_interleave(group, 1);
     v = v.repeat_interleave(group, 1);
   }
   // Additive causal mask [T, T]: 0 on and below the diagonal, -inf above. Softmax in fp32.
   const at::Tensor mask =
-      torch::full({seq, seq}, -std::numeric_limits<double>::infinity(), x.options()).triu(1);
+      torch::full({seq, seq}, -std::numeric_limits<double>::infinity(), q_in.options()).triu(1);
   const at::Tensor scores =
-      torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim_))) + mask;
+      torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim))) + mask;
   const at::Tensor att = torch::softmax(scores, /*dim=*/-1, at::kFloat).to(q.scalar_type());
+  return torch::matmul(att, v).transpose(1, 2).contiguous().view({batch, seq, n_head * head_dim});
+}
+
+at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x) {
   const at::Tensor y =
-      torch::matmul(att, v).transpose(1, 2).contiguous().view({batch, seq, n_head_ * head_dim_});
+      llama_attention(apply_linear(q_proj, x, fused_), apply_linear(k_proj, x, fused_),
+                      apply_linear(v_proj, x, fused_), n_head_, n_kv_head_, rope_theta_);
   return apply_linear(o_proj, y, fused_);
 }
 

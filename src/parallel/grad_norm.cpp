@@ -7,10 +7,10 @@
 
 namespace deepshard::parallel {
 
-double global_grad_norm(TensorParallelGpt& model) {
+double global_grad_norm(TensorParallelModel& model) {
   comm::Group& tensor = model.tensor_group();
   double squares = 0.0;
-  for (const auto& item : model.model()->named_parameters()) {
+  for (const auto& item : model.causal_lm().named_parameters()) {
     const at::Tensor& grad = item.value().grad();
     if (!grad.defined()) continue;
     if (!model.is_split(item.key()) && tensor.rank() != 0) continue;  // counted on rank 0 only
@@ -30,9 +30,9 @@ void scale_to_norm(const std::vector<at::Tensor>& params, double norm, double ma
   }
 }
 
-double clip_grad_norm(TensorParallelGpt& model, double max_norm) {
+double clip_grad_norm(TensorParallelModel& model, double max_norm) {
   const double norm = global_grad_norm(model);
-  scale_to_norm(model.model()->parameters(), norm, max_norm);
+  scale_to_norm(model.causal_lm().parameters(), norm, max_norm);
   return norm;
 }
 

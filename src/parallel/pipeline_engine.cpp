@@ -36,7 +36,8 @@ PipelineEngine::PipelineEngine(models::Gpt model, PartitionMethod method, PipeLi
             "pipeline group of ", pipeline.size(), " ranks for links of ", links.stages());
 }
 
-double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro) {
+double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro,
+                                   const Backward& backward) {
   const int m = static_cast<int>(micro.size());
   DS_CHECK(m >= 1, Error, "pipeline train_batch: no micro-batches");
   bubble_ = parallel::bubble_fraction(links_.stages(), m);
@@ -67,11 +68,16 @@ double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro) {
         links_.send_activation(out.detach().contiguous());
       }
     } else {
-      if (links_.is_last()) {
+      at::Tensor grad;
+      if (!links_.is_last()) {
+        grad = at::empty_like(out, at::MemoryFormat::Contiguous);
+        timed(wait_s_, [&] { links_.recv_gradient(grad); });
+      }
+      if (backward) {
+        backward(out, grad);
+      } else if (links_.is_last()) {
         (out / m).backward();
       } else {
-        at::Tensor grad = at::empty_like(out, at::MemoryFormat::Contiguous);
-        timed(wait_s_, [&] { links_.recv_gradient(grad); });
         out.backward(grad);
       }
       if (!links_.is_first()) links_.send_gradient(in.grad().contiguous());
@@ -82,16 +88,22 @@ double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro) {
   at::Tensor loss = at::full({1}, loss_sum / m, at::kDouble);
   timed(wait_s_, [&] {
     links_.flush();
-    if (comm::Group* tied = links_.tied()) {
-      const at::Tensor& wte = stage_.model()->wte->weight;
-      DS_ASSERT(wte.grad().defined() && wte.grad().is_contiguous(),
-                "tied embedding without a contiguous gradient");
-      tied->all_reduce(wte.grad(), comm::ReduceOp::kSum);
-    }
     pipeline_.broadcast(loss, links_.stages() - 1);
   });
+  if (!backward) reduce_tied_gradients();
   batch_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
   return loss.item<double>();
+}
+
+void PipelineEngine::reduce_tied_gradients() {
+  comm::Group* tied = links_.tied();
+  if (tied == nullptr) return;
+  timed(wait_s_, [&] {
+    const at::Tensor& wte = stage_.model()->wte->weight;
+    DS_ASSERT(wte.grad().defined() && wte.grad().is_contiguous(),
+              "tied embedding without a contiguous gradient");
+    tied->all_reduce(wte.grad(), comm::ReduceOp::kSum);
+  });
 }
 
 double PipelineEngine::global_grad_norm() {

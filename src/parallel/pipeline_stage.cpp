@@ -50,7 +50,9 @@ GptStage::GptStage(models::Gpt model, const StagePartition& partition, int stage
     if (holds(item.key())) {
       params_.emplace_back(item.key(), item.value());
     } else {
+      // Released and frozen: an engine over the whole module flattens the stage's parameters only.
       item.value().set_data(at::empty({0}, item.value().options()));
+      item.value().set_requires_grad(false);
     }
   }
 }

@@ -19,7 +19,7 @@ void check_weights_savable(const config::DsConfig& config) {
 
 void save_model_weights(zero::Engine& engine, const models::CausalLmImpl& model,
                         const std::string& arch, const std::string& path, bool writer,
-                        parallel::TensorParallelGpt* tensor_parallel) {
+                        parallel::TensorParallelModel* tensor_parallel) {
   check_weights_savable(engine.config());
   const at::ScalarType dtype = model.parameters().front().scalar_type();
   engine.with_full_parameters([&] {

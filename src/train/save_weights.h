@@ -4,13 +4,13 @@
 // zero_optimization.stage3_gather_16bit_weights_on_model_save every rank takes part in gathering
 // the full parameters and rank 0 writes them; without it the save is refused with a ConfigError
 // (DeepSpeed would write an empty or partial file). With tensor parallelism the slices are gathered
-// over the tensor group (TensorParallelGpt::gather_full_parameters).
+// over the tensor group (TensorParallelModel::gather_full_parameters).
 #pragma once
 
 #include <string>
 
 #include "deepshard/models/causal_lm.h"
-#include "deepshard/parallel/tensor_parallel_gpt.h"
+#include "deepshard/parallel/tensor_parallel_model.h"
 #include "deepshard/zero/engine.h"
 
 namespace deepshard::train {
@@ -23,6 +23,6 @@ void check_weights_savable(const config::DsConfig& config);
 // over the tensor group into the whole parameters first (null: the model is whole).
 void save_model_weights(zero::Engine& engine, const models::CausalLmImpl& model,
                         const std::string& arch, const std::string& path, bool writer,
-                        parallel::TensorParallelGpt* tensor_parallel = nullptr);
+                        parallel::TensorParallelModel* tensor_parallel = nullptr);
 
 }  // namespace deepshard::train

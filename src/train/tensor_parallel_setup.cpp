@@ -1,11 +1,13 @@
-// The tensor-parallel step of a training run (docs/parallel.md): with tensor_parallel.size > 1,
-// the rank grid's groups (one per axis, sub-groups of the job's group), the model split in place
-// over this rank's tensor group (parallel::TensorParallelGpt), and the data-parallel group the
-// engine, the samplers and the batch arithmetic use. Without it nothing changes: the data group is
-// the job's group and the loss the model's.
+// The tensor-parallel step of a training run (docs/parallel.md): with tensor_parallel.size > 1 or
+// pipeline.stages > 1, the rank grid's groups (one per axis, sub-groups of the job's group) and
+// the data-parallel group the engine, the samplers and the batch arithmetic use; with
+// tensor_parallel.size > 1 the model split in place over this rank's tensor group
+// (parallel::TensorParallelGpt; the pipeline's stage is pipeline_setup.cpp's). Without either
+// nothing changes: the data group is the job's group and the loss the model's.
 #include "deepshard/comm/transport_options.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/models/gpt.h"
+#include "deepshard/parallel/tensor_split.h"
 #include "deepshard/util/error.h"
 #include "train/training_run.h"
 
@@ -16,13 +18,14 @@ void build_tensor_parallel(TrainingRun& run) {
   if (parallel.tensor_parallel.effective_size() <= 1 && parallel.pipeline.effective_stages() <= 1)
     return;
   config::check_supported(run.ds);  // what the tensor-parallel run refuses, before the groups
-  comm::GroupOptions options;
+  comm::GroupOptions& options = run.axis_options;
   options.timeout =
       std::chrono::milliseconds(static_cast<int64_t>(run.config.comm.timeout_s * 1000));
   options.transport = comm::parse_transport(run.config.comm.transport, "comm.transport");
   run.axes = std::make_unique<parallel::ParallelGroups>(parallel::make_parallel_groups(
       run.group, parallel::grid_from_config(parallel, run.group.size()), options));
   run.data_group = run.axes->data.get();
+  if (run.axes->grid.tensor_size() <= 1) return;
   // Every tensor rank built the whole model with train.seed (the single-rank initialisation);
   // each keeps its slices.
   auto gpt = std::dynamic_pointer_cast<models::GptImpl>(run.model);
@@ -47,10 +50,11 @@ void declare_model_parallel(TrainingRun& run) {
   const int t = run.axes->tensor->rank(), n = run.axes->tensor->size();
   zero::CheckpointLayout layout;
   layout.job = &run.group;
-  layout.slice = [tp, t, n](const std::string& name) {
+  layout.slice = [t, n](const std::string& name) {
     checkpoint::TensorSlice slice;
-    slice.dim = tp->split_dim(name);
-    slice.blocks = tp->split_blocks(name);
+    slice.dim = parallel::tensor_split_dim(name);
+    // c_attn's q, k and v rows: three blocks, each split over the tensor ranks.
+    slice.blocks = parallel::tensor_split(name) == parallel::TensorSplit::kQkvRows ? 3 : 1;
     slice.rank = t;
     slice.size = n;
     slice.writes = slice.dim >= 0 || t == 0;

@@ -11,14 +11,13 @@
 
 namespace deepshard::train {
 
-StepRecord train_one_step(TrainingRun& run, int64_t step) {
-  const auto& ds = run.ds;
-  // Tests fail a rank here (testing::FaultInjection; nothing is installed outside tests).
-  if (auto* faults = testing::fault_injection()) faults->at_train_step(step + 1, run.group.rank());
-  const auto t0 = Clock::now();
-  StepRecord r;
+namespace {
+
+// The accumulation window's micro-steps on the whole model (or this rank's tensor slices): the
+// mean loss of this rank's micro-batches.
+double micro_steps(TrainingRun& run, int64_t step, StepRecord& r) {
   double loss_sum = 0.0;
-  for (int64_t micro = 0; micro < ds.gradient_accumulation_steps; ++micro) {
+  for (int64_t micro = 0; micro < run.ds.gradient_accumulation_steps; ++micro) {
     auto batch = run.data.sampler->batch(step, micro);
     run.monitors->before_forward(step, micro);
     auto t = Clock::now();
@@ -36,14 +35,29 @@ StepRecord train_one_step(TrainingRun& run, int64_t step) {
     run.monitors->after_micro_step();
     loss_sum += loss.item<double>();
   }
+  return loss_sum / static_cast<double>(run.ds.gradient_accumulation_steps);
+}
+
+}  // namespace
+
+StepRecord train_one_step(TrainingRun& run, int64_t step) {
+  const auto& ds = run.ds;
+  // Tests fail a rank here (testing::FaultInjection; nothing is installed outside tests).
+  if (auto* faults = testing::fault_injection()) faults->at_train_step(step + 1, run.group.rank());
+  const auto t0 = Clock::now();
+  StepRecord r;
+  const double loss = run.pipeline ? pipeline_step(run, step, r) : micro_steps(run, step, r);
   DS_ASSERT(r.result.boundary, "the accumulation window did not end with the step");
   r.step_time = seconds_since(t0);
-  // The loss mean also tells every rank whether any rank was asked to stop.
-  auto shared = torch::tensor(
-      {loss_sum / ds.gradient_accumulation_steps, stop_requested() ? 1.0 : 0.0}, torch::kDouble);
+  const double wait_share = run.pipeline ? run.pipeline->comm_wait_seconds() / r.step_time : 0.0;
+  // The loss mean also tells every rank whether any rank was asked to stop (and, with a pipeline,
+  // the mean share of the step spent waiting on it).
+  auto shared =
+      torch::tensor({loss, stop_requested() ? 1.0 : 0.0, wait_share}, torch::kDouble);
   run.group.all_reduce(shared, comm::ReduceOp::kAvg);
   r.loss = shared[0].item<double>();
   r.stop = shared[1].item<double>() > 0;
+  r.pipeline_wait_share = shared[2].item<double>();
   r.step = step + 1;
   r.first = step == run.start_step;
   r.last = r.step == run.config.train.steps;

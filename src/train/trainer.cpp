@@ -13,6 +13,7 @@ std::vector<std::unique_ptr<StepHook>> make_step_hooks(const TrainingRun& run) {
   hooks.push_back(make_wall_clock_hook(run));  // after throughput: reads the step's comm wait
   hooks.push_back(make_memory_profile_hook());
   hooks.push_back(make_evaluation_hook());
+  hooks.push_back(make_pipeline_hook());  // before progress and metrics: adds its fields
   hooks.push_back(make_progress_hook());
   hooks.push_back(make_monitors_hook());  // before the metrics file: adds comm_wait_share
   hooks.push_back(make_metrics_file_hook(run));
@@ -26,9 +27,11 @@ TrainSummary run_training(const config::RunConfig& config, comm::Group& group) {
   setup(run);
   build_model(run);
   build_tensor_parallel(run);
+  build_pipeline(run);
   build_data(run);
   build_engine(run);
   declare_model_parallel(run);
+  declare_pipeline(run);
   run.monitors->attach(*run.model);
   resume(run);
 

@@ -18,6 +18,7 @@
 #include "deepshard/data/sampler.h"
 #include "deepshard/data/token_file.h"
 #include "deepshard/models/causal_lm.h"
+#include "deepshard/parallel/pipeline_engine.h"
 #include "deepshard/parallel/process_groups.h"
 #include "deepshard/parallel/tensor_parallel_gpt.h"
 #include "deepshard/train/trainer.h"
@@ -55,8 +56,13 @@ struct TrainingRun {
   // grid's groups and the model's tensor-parallel wrapper; data_group is the data-parallel axis
   // (the engine's group, the samplers'), else the job's group.
   std::unique_ptr<parallel::ParallelGroups> axes;
+  comm::GroupOptions axis_options;  // of the axes' groups (and the pipeline's links)
   std::unique_ptr<parallel::TensorParallelGpt> tensor_parallel;
   comm::Group* data_group;
+  // build_pipeline (pipeline_setup.cpp): with pipeline.stages > 1 this rank's links to the
+  // neighbouring stages and the 1F1B engine over its stage of the model; else null.
+  std::unique_ptr<parallel::PipeLinks> pipe_links;
+  std::unique_ptr<parallel::PipelineEngine> pipeline;
   comm::Group& dp_group() { return *data_group; }
   // The mean loss of this rank's micro-batch: the model's, or the tensor-parallel one.
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets);
@@ -94,6 +100,9 @@ struct StepRecord {
   // This rank's wall time of the step's forward passes, backward passes and engine steps.
   double forward_s = 0.0, backward_s = 0.0, optimizer_s = 0.0;
   double tokens_per_s = 0.0;  // global batch tokens / step_time
+  // With a pipeline: the share of the step every rank spent waiting on the pipeline's
+  // communication (mean over the ranks).
+  double pipeline_wait_share = 0.0;
   double val_loss = -1.0;     // set by the evaluation hook when it evaluated, else -1
   nlohmann::json metrics;     // the metrics.jsonl record; hooks add their fields
 };
@@ -119,6 +128,16 @@ void build_model(TrainingRun& run);
 void build_tensor_parallel(TrainingRun& run);
 // tensor_parallel_setup.cpp: tells the engine about the tensor axis (its gradient norm).
 void declare_model_parallel(TrainingRun& run);
+// pipeline_setup.cpp: with pipeline.stages > 1, this rank's stage of the model (the other
+// parameters released and frozen) and its pipeline engine; else nothing. Before build_engine.
+void build_pipeline(TrainingRun& run);
+// pipeline_setup.cpp: tells the engine about the pipeline axis (its gradient norm, the tied
+// embedding's gradients summed before its reduction at the step).
+void declare_pipeline(TrainingRun& run);
+// pipeline_setup.cpp: the step's micro-batches through the 1F1B schedule, each backward through
+// the engine, then the engine's boundary step (into r.result and the timings); the mean loss of
+// this replica's micro-batches (every stage has it).
+double pipeline_step(TrainingRun& run, int64_t step, StepRecord& r);
 // train_data.cpp: token files and samplers.
 void build_data(TrainingRun& run);
 // engine_setup.cpp: the ZeRO engine, the memory estimate and report, the start banner.
@@ -137,6 +156,7 @@ std::unique_ptr<StepHook> make_progress_hook();                          // prog
 std::unique_ptr<StepHook> make_metrics_file_hook(const TrainingRun& run);  // progress.cpp
 std::unique_ptr<StepHook> make_checkpoint_hook();                          // checkpointing.cpp
 std::unique_ptr<StepHook> make_monitors_hook();                            // run_monitors.cpp
+std::unique_ptr<StepHook> make_pipeline_hook();                            // pipeline_setup.cpp
 // run_summary.cpp: final weights, text sample, summary.json.
 void finish_run(TrainingRun& run, const std::vector<std::unique_ptr<StepHook>>& hooks);
 

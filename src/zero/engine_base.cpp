@@ -41,13 +41,26 @@ double EngineBase::current_lr() const { return schedule_->lr(applied_steps_); }
 void EngineBase::backward(const at::Tensor& loss) {
   DS_CHECK(loss.numel() == 1, Error, "backward: the loss must be a scalar, got shape ",
            loss.sizes());
-  const bool boundary = is_gradient_accumulation_boundary();
-  before_backward(boundary);
-  try {
+  run_backward([&] {
     const double scale = scaler_.scale();
     // fp32 and bf16 (scale 1) keep the unscaled expression: bit-for-bit as before.
     const at::Tensor scaled = scale == 1.0 ? loss : loss * scale;
     (scaled / static_cast<double>(config_.gradient_accumulation_steps)).backward();
+  });
+}
+
+void EngineBase::backward(const at::Tensor& output, const at::Tensor& grad) {
+  DS_CHECK(grad.sizes() == output.sizes(), Error, "backward: a gradient of shape ", grad.sizes(),
+           " for an output of shape ", output.sizes());
+  run_backward([&] { output.backward(grad); });
+}
+
+void EngineBase::run_backward(const std::function<void()>& run) {
+  // reduce_at_step: no reduction during the backward; the boundary step() runs it.
+  const bool boundary = is_gradient_accumulation_boundary() && !before_reduction_;
+  before_backward(boundary);
+  try {
+    run();
   } catch (...) {
     after_backward(boundary);
     throw;
@@ -55,11 +68,27 @@ void EngineBase::backward(const at::Tensor& loss) {
   after_backward(boundary);
 }
 
+void EngineBase::reduce_at_step(std::function<void()> before_reduction) {
+  DS_CHECK(before_reduction != nullptr, Error, "reduce_at_step: no function");
+  DS_CHECK(config_.zero.stage <= 1, ConfigError, "not supported yet: zero_optimization.stage=",
+           config_.zero.stage,
+           " with the reduction at the step (pipeline parallelism): stage 2 reduces gradients "
+           "every micro-step and stage 3 gathers parameters per unit");
+  DS_CHECK(micro_steps_ == 0, Error, "reduce_at_step after the first backward");
+  before_reduction_ = std::move(before_reduction);
+}
+
 StepResult EngineBase::step() {
   StepResult result;
   result.boundary = is_gradient_accumulation_boundary();
   ++micro_steps_;
   if (!result.boundary) return result;
+  if (before_reduction_) {
+    before_reduction_();
+    // The window's reduction, as the hooks of a boundary backward with no gradient left to come.
+    before_backward(true);
+    after_backward(true);
+  }
   const double lr = current_lr();
   const double scale = scaler_.scale();
   result =

@@ -35,6 +35,7 @@ class EngineBase : public Engine {
   ~EngineBase() override;
 
   void backward(const at::Tensor& loss) override;
+  void backward(const at::Tensor& output, const at::Tensor& grad) override;
   StepResult step() override;
   bool is_gradient_accumulation_boundary() const override;
   int64_t global_steps() const override { return global_steps_; }
@@ -50,6 +51,7 @@ class EngineBase : public Engine {
   int64_t persistent_parameters() const override { return 0; }
   int64_t largest_unit_parameters() const override { return 0; }
   void set_model_parallel(ModelParallelAxis axis) override;
+  void reduce_at_step(std::function<void()> before_reduction) override;
   void set_checkpoint_layout(CheckpointLayout layout) override;
   void save_checkpoint(const std::string& dir, const std::string& tag,
                        const std::string& client_state_json = "{}") override;
@@ -131,6 +133,8 @@ class EngineBase : public Engine {
   std::unique_ptr<comm::PowerSgd> compression_;
 
  private:
+  // The hooks around one backward pass (`run` runs it); `boundary`: its gradients are reduced.
+  void run_backward(const std::function<void()>& run);
   // global_grad_norm over the data group and the model-parallel axis (set_model_parallel).
   double model_parallel_grad_norm(const at::Tensor& reduced);
   // The group the checkpoint protocol runs over: the layout's job, else the engine's group.
@@ -145,8 +149,10 @@ class EngineBase : public Engine {
   int64_t micro_steps_ = 0;
   int64_t global_steps_ = 0;
   int64_t skipped_steps_ = 0;
-  int64_t applied_steps_ = 0;           // drives the LR schedule (skipped steps do not advance it)
-  ModelParallelAxis model_parallel_;    // group null: none
+  int64_t applied_steps_ = 0;  // drives the LR schedule (skipped steps do not advance it)
+  ModelParallelAxis model_parallel_;  // group null: none
+  // reduce_at_step: the reduction runs in the boundary step(), after this.
+  std::function<void()> before_reduction_;
   CheckpointLayout checkpoint_layout_;  // job null: the engine's group, whole parameters
 };
 

@@ -15,18 +15,28 @@ std::vector<std::string> unsupported(const json& extra) {
   return unsupported_features(parse_ok(with_batch(extra)).config);
 }
 
-// The rank grid's sections are read (parallel_section.cpp). Pipeline stages > 1 are refused (no
-// pipeline engine yet); tensor parallelism runs with every ZeRO stage in fp32, and is refused
-// naming the key it meets otherwise. A present section without "enabled" counts as enabled (as
+// The rank grid's sections are read (parallel_section.cpp). A pipeline trains at ZeRO stages 0
+// and 1 in fp32 (stages 2 and 3 are refused naming zero_optimization.stage, as DeepSpeed does);
+// tensor parallelism runs with every ZeRO stage in fp32; each is refused naming the key it meets
+// otherwise. A present section without "enabled" counts as enabled (as
 // DeepSpeed's opaque sections did), so {"stages": 2} is not silently a single stage.
 TEST(Unsupported, PipelineAndTensorSizesAboveOne) {
   auto refused = [](const json& extra) {
     return unsupported_features(parse_ok(with_batch(extra), context(2)).config);
   };
-  EXPECT_EQ(refused({{"pipeline", {{"stages", 2}}}}),
-            std::vector<std::string>(
-                {"not supported yet: pipeline.stages=2 (the pipeline engine runs below the trainer "
-                 "only, not yet in deepshard train; docs/parallel.md)"}));
+  EXPECT_TRUE(refused({{"pipeline", {{"stages", 2}}}}).empty());
+  EXPECT_TRUE(refused({{"pipeline", {{"stages", 2}}}, {"zero_optimization", {{"stage", 1}}}}).empty());
+  for (int stage : {2, 3}) {
+    const auto zero = refused({{"pipeline", {{"stages", 2}}}, {"zero_optimization", {{"stage", stage}}}});
+    ASSERT_EQ(zero.size(), 1u);
+    EXPECT_EQ(zero[0].find("not supported yet: zero_optimization.stage=" + std::to_string(stage) +
+                           " with pipeline.stages=2 (DeepSpeed refuses it too"),
+              0u)
+        << zero[0];
+  }
+  const auto pp_bf16 = refused({{"pipeline", {{"stages", 2}}}, {"bf16", {{"enabled", true}}}});
+  ASSERT_EQ(pp_bf16.size(), 1u);
+  EXPECT_NE(pp_bf16[0].find("bf16.enabled with pipeline.stages=2"), std::string::npos);
   const json tp = {{"enabled", true}, {"size", 2}};
   EXPECT_TRUE(refused({{"tensor_parallel", tp}}).empty());
   EXPECT_TRUE(refused({{"tensor_parallel", tp}, {"zero_optimization", {{"stage", 1}}}}).empty());

@@ -5,6 +5,8 @@
 //     gradients overflow (+inf) at optimizer step S;
 //   DEEPSHARD_TEST_FAIL_AT_STEP=S [DEEPSHARD_TEST_FAIL_RANK=R, default 0]: rank R throws at the
 //     start of training step S;
+//   DEEPSHARD_TEST_KILL_AT_STEP=S [DEEPSHARD_TEST_FAIL_RANK=R, default 0]: rank R kills itself
+//     (SIGKILL) at the start of training step S (a dead rank: no error message of its own);
 //   DEEPSHARD_TEST_SAVE_DELAY_MS=T: every rank sleeps T ms before writing its checkpoint shard;
 //   DEEPSHARD_TEST_SAVE_KILL=R:TAG: rank R kills itself (SIGKILL) while saving checkpoint TAG.
 #include <signal.h>
@@ -45,6 +47,7 @@ class EnvFaults : public FaultInjection {
     }
   }
   void at_train_step(int64_t step, int rank) override {
+    if (kill_at_ && *kill_at_ == step && fail_rank_ == rank) ::raise(SIGKILL);
     if (fail_at_ && *fail_at_ == step && fail_rank_ == rank)
       throw Error("injected failure at step " + std::to_string(step) +
                   " (DEEPSHARD_TEST_FAIL_AT_STEP)");
@@ -55,6 +58,7 @@ class EnvFaults : public FaultInjection {
   int64_t inf_rank_ = env_int("DEEPSHARD_TEST_INF_RANK").value_or(0);
   std::optional<int64_t> fail_at_ = env_int("DEEPSHARD_TEST_FAIL_AT_STEP");
   int64_t fail_rank_ = env_int("DEEPSHARD_TEST_FAIL_RANK").value_or(0);
+  std::optional<int64_t> kill_at_ = env_int("DEEPSHARD_TEST_KILL_AT_STEP");
   std::optional<int64_t> save_delay_ms_ = env_int("DEEPSHARD_TEST_SAVE_DELAY_MS");
 };
 

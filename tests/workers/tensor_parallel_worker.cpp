@@ -1,22 +1,23 @@
-// Tensor-parallel GPT scenarios (tests/parallel/tensor_parallel_test.cpp), on real ranks. Every
-// rank also runs the single-rank reference itself (gpt_reference.h: the whole model, the whole
-// global batch), so the comparison is with the single-rank run step by step, in the same process.
+// Tensor-parallel GPT and Llama scenarios (tests/parallel/tensor_parallel_test.cpp), on real
+// ranks. Every rank also runs the single-rank reference itself (gpt_reference.h: the whole model,
+// the whole global batch), so the comparison is with the single-rank run step by step, in the same
+// process.
 #include "deepshard/parallel/grad_norm.h"
 #include "deepshard/parallel/process_groups.h"
 #include "deepshard/parallel/tensor_parallel_gpt.h"
+#include "deepshard/parallel/tensor_parallel_llama.h"
 #include "workers/gpt_reference.h"
 
 namespace deepshard::testing {
 namespace {
 
-// args: TENSOR STEPS MAX_NORM. World = data x tensor. Global batch 4 sequences per step, each
-// data-parallel rank takes its rows; gradients averaged over the data group, clipped by the
-// all-axes norm (MAX_NORM > 0), Adam on every rank's slices. Checks every step's loss and grad
-// norm, and the gathered parameters at the end, against the single-rank run.
-DS_WORKER_SCENARIO(tp_gpt_train) {
-  const int tensor_size = std::stoi(args.at(0));
-  const int steps = std::stoi(args.at(1));
-  const double max_norm = std::stod(args.at(2));
+// World = data x tensor (TENSOR ranks). Global batch 4 sequences per step, each data-parallel
+// rank takes its rows; gradients averaged over the data group, clipped by the all-axes norm
+// (MAX_NORM > 0), Adam on every rank's slices. Checks every step's loss and grad norm, and the
+// gathered parameters at the end, against the single-rank run of `config`.
+template <typename TensorParallel, typename Reference, typename Config>
+void train_against_reference(comm::Group& group, const Config& config, int tensor_size, int steps,
+                             double max_norm) {
   comm::GroupOptions options;
   options.timeout = std::chrono::milliseconds(worker_timeout_ms());
   const parallel::RankGrid grid(group.size(), 1, tensor_size);
@@ -25,8 +26,8 @@ DS_WORKER_SCENARIO(tp_gpt_train) {
   const int64_t global_batch = 4;
   DS_WORKER_EXPECT(global_batch % dp == 0, "global batch " << global_batch << " over " << dp);
 
-  GptReference reference(tiny_gpt(), global_batch, max_norm);
-  parallel::TensorParallelGpt tp(reference.fresh_model(), *groups.tensor);
+  Reference reference(config, global_batch, max_norm);
+  TensorParallel tp(reference.fresh_model(), *groups.tensor);
   torch::optim::Adam tp_opt = reference.make_optimizer(tp.model()->parameters());
 
   for (int step = 0; step < steps; ++step) {
@@ -49,11 +50,52 @@ DS_WORKER_SCENARIO(tp_gpt_train) {
     reference.expect_step(step + 1, mean_loss.item<double>(), norm, group.rank() == 0);
   }
   // The whole parameters after training: gathered over the tensor group, equal to the reference.
-  const double worst_param = reference.expect_parameters(tp.gather_full_parameters(), steps);
+  const auto gathered = tp.gather_full_parameters();
+  DS_WORKER_EXPECT(gathered.size() == reference.num_parameter_tensors(),
+                   gathered.size() << " parameters gathered");
+  const double worst_param = reference.expect_parameters(gathered, steps);
   if (group.rank() == 0) {
     std::printf("grid: %s; worst loss relative difference %.3g, worst parameter difference %.3g\n",
                 grid.describe().c_str(), reference.worst_loss(), worst_param);
   }
+}
+
+// args: TENSOR STEPS MAX_NORM. The tiny GPT (4 layers).
+DS_WORKER_SCENARIO(tp_gpt_train) {
+  train_against_reference<parallel::TensorParallelGpt, GptReference>(
+      group, tiny_gpt(), std::stoi(args.at(0)), std::stoi(args.at(1)), std::stod(args.at(2)));
+}
+
+// args: TENSOR STEPS MAX_NORM untied|tied. The tiny Llama (2 layers, 4 query heads over 2
+// key/value heads), its head untied or tied to the embeddings.
+DS_WORKER_SCENARIO(tp_llama_train) {
+  const bool tied = args.at(3) == "tied";
+  train_against_reference<parallel::TensorParallelLlama, LlamaReference>(
+      group, tiny_llama(2, tied), std::stoi(args.at(0)), std::stoi(args.at(1)),
+      std::stod(args.at(2)));
+}
+
+// args: TENSOR KEY VALUE. Building the tensor-parallel Llama with model.KEY = VALUE (n_head,
+// n_kv_head, intermediate_size or vocab_size) fails on every rank with the key named.
+DS_WORKER_SCENARIO(tp_llama_refuses) {
+  comm::GroupOptions options;
+  options.timeout = std::chrono::milliseconds(worker_timeout_ms());
+  const parallel::RankGrid grid(group.size(), 1, std::stoi(args.at(0)));
+  parallel::ParallelGroups groups = parallel::make_parallel_groups(group, grid, options);
+  models::LlamaConfig c = tiny_llama(1);
+  const std::string key = args.at(1);
+  const int64_t value = std::stoll(args.at(2));
+  if (key == "n_head") c.n_head = value;
+  if (key == "n_kv_head") c.n_kv_head = value;
+  if (key == "intermediate_size") c.intermediate_size = value;
+  if (key == "vocab_size") c.vocab_size = value;
+  try {
+    parallel::TensorParallelLlama tp(models::Llama(c, 1), *groups.tensor);
+  } catch (const std::exception& e) {
+    std::printf("refused: %s\n", e.what());
+    return;
+  }
+  DS_WORKER_EXPECT(false, "model." << key << " " << value << " was not refused");
 }
 
 }  // namespace

@@ -59,6 +59,13 @@ class RmsNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RmsNorm);
 
+// Grouped-query causal attention with rotary embeddings on already projected q [B, T, n_head d]
+// and k, v [B, T, n_kv_head d] (key/value head j serves query heads j g .. (j + 1) g - 1,
+// g = n_head / n_kv_head); returns [B, T, n_head d], heads concatenated, before o_proj. Shared
+// by LlamaAttention and the tensor-parallel Llama (n_head / T and n_kv_head / T heads per rank).
+at::Tensor llama_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           int64_t n_head, int64_t n_kv_head, double rope_theta);
+
 class LlamaAttentionImpl : public torch::nn::Module {
  public:
   explicit LlamaAttentionImpl(const LlamaConfig& config);

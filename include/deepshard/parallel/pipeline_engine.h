@@ -12,6 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <vector>
 
 #include "deepshard/comm/group.h"
@@ -33,10 +34,24 @@ class PipelineEngine {
   PipelineEngine(models::Gpt model, PartitionMethod method, PipeLinks& links,
                  comm::Group& pipeline);
 
+  // How one micro-batch's backward runs: `output` is the stage's output and `grad` its gradient
+  // received from the next stage; on the last stage `output` is the micro-batch's mean loss and
+  // `grad` undefined (the loss's weight 1/M is the callee's: a ZeRO engine's backward(loss)
+  // divides by gradient_accumulation_steps = M).
+  using Backward = std::function<void(const at::Tensor& output, const at::Tensor& grad)>;
+
   // Forward and backward of every micro-batch in 1F1B order, accumulating into the stage's
-  // gradients (zero them before), then the tied gradients summed. Returns the mean loss over the
-  // micro-batches, the same on every stage (sent from the last). Collective over the pipeline.
-  double train_batch(const std::vector<MicroBatch>& micro);
+  // gradients (zero them before). Returns the mean loss over the micro-batches, the same on every
+  // stage (sent from the last). Collective over the pipeline.
+  //  - Without `backward`: output.backward(grad) (the last stage (loss / M).backward()), then the
+  //    tied gradients summed (reduce_tied_gradients()).
+  //  - With it (a ZeRO engine's backward): the tied sum is the caller's, once every stage's
+  //    backward has sent its gradient (Engine::reduce_at_step runs it before the reduction).
+  double train_batch(const std::vector<MicroBatch>& micro, const Backward& backward = {});
+
+  // Sums the gradients of the tied embedding's two copies over the first and last stage (nothing
+  // on the others); the time counts as the batch's comm wait.
+  void reduce_tied_gradients();
 
   // The L2 norm of the whole model's gradients (every stage's squares summed over the pipeline
   // group, the tied embedding counted once) and clipping by it, as torch's clip_grad_norm_.

@@ -1,6 +1,7 @@
 // One pipeline stage of a GPT (DeepSpeed's PipelineModule for models::Gpt): every rank builds the
 // whole model with the same seed (the single-rank initialisation), then GptStage keeps only what
-// its stage runs and releases the storage of every other parameter:
+// its stage runs and releases the storage of every other parameter (left empty and frozen, so a
+// ZeRO engine over the whole module takes the stage's parameters only):
 //  - the first stage: wte and wpe (the embedding), then its blocks;
 //  - the last stage: its blocks, then ln_f and the output head, tied to wte, so the last stage
 //    holds its own copy of wte (DeepSpeed's TiedLayerSpec; the engine all-reduces the two copies'

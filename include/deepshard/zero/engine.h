@@ -95,6 +95,11 @@ class Engine {
   // Backward of `loss` (the mean loss of this rank's micro-batch), scaled by
   // loss_scale()/gradient_accumulation_steps; gradients are reduced across ranks at the boundary.
   virtual void backward(const at::Tensor& loss) = 0;
+  // A pipeline stage's backward (docs/parallel.md): `output` is this stage's output and `grad` the
+  // gradient of the loss with respect to it, received from the next stage. No scaling is applied:
+  // the gradient already carries the loss scale and 1/gradient_accumulation_steps, which the last
+  // stage's backward(loss) applied. Otherwise as backward(loss).
+  virtual void backward(const at::Tensor& output, const at::Tensor& grad) = 0;
   // To be called after every backward(). Applies the optimizer at the boundary.
   virtual StepResult step() = 0;
 
@@ -118,6 +123,14 @@ class Engine {
   // Declares the model-parallel axis (see ModelParallelAxis) before the first step; every rank of
   // the job calls it. Every stage takes it (stage 3: over its units' slices).
   virtual void set_model_parallel(ModelParallelAxis axis) = 0;
+  // Pipeline parallelism (docs/parallel.md): the window's gradients are reduced over the group
+  // once, by the boundary step() (before the norm and the update), rather than during the last
+  // backward; `before_reduction` runs first (the pipeline sums the tied embedding's two copies
+  // there). DeepSpeed's PipelineEngine turns off the engine's backward all-reduce the same way: a
+  // stage's last backward must send its input's gradient before the stages meet again. Stages 0
+  // and 1 only (stage 2 reduces every micro-step, stage 3 gathers per unit): ConfigError naming
+  // zero_optimization.stage otherwise. Call before the first backward.
+  virtual void reduce_at_step(std::function<void()> before_reduction) = 0;
   // Declares the job's layout for checkpoints (see CheckpointLayout) before the first save or
   // load; every rank of the job calls it. Without it the job is the engine's group.
   virtual void set_checkpoint_layout(CheckpointLayout layout) = 0;

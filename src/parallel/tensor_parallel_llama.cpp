@@ -1,0 +1,75 @@
+// TensorParallelLlama: the in-place sharding of a whole models::Llama and its tensor-parallel
+// forward (column-parallel q/k/v and gate/up projections behind f, row-parallel o and down
+// projections before g, the vocabulary-parallel embedding, head and cross-entropy).
+#include "deepshard/parallel/tensor_parallel_llama.h"
+
+#include <torch/torch.h>
+
+#include "deepshard/kernels/linear.h"
+#include "deepshard/parallel/tensor_ops.h"
+#include "deepshard/util/error.h"
+
+namespace deepshard::parallel {
+namespace {
+
+// x W^T as models::Llama computes it (oneDNN's sgemm when config.fused_kernels).
+at::Tensor project(const at::Tensor& x, const at::Tensor& weight, bool fused) {
+  return fused ? kernels::linear(x, weight, at::Tensor()) : torch::linear(x, weight);
+}
+
+}  // namespace
+
+TensorParallelLlama::TensorParallelLlama(models::Llama model, comm::Group& tensor)
+    : TensorParallelModel(tensor, model->config().vocab_size), model_(std::move(model)) {
+  const auto& c = model_->config();
+  require_divisible(tensor, "n_head", c.n_head, "query heads are split over the tensor ranks");
+  require_divisible(tensor, "n_kv_head", c.n_kv_head,
+                    "key/value heads are split over the tensor ranks with their query heads");
+  require_divisible(tensor, "intermediate_size", c.intermediate_size,
+                    "the MLP's gate/up rows are split over the tensor ranks");
+  keep_slices();
+}
+
+at::Tensor TensorParallelLlama::block_forward(models::LlamaBlock& block, const at::Tensor& x) {
+  const auto& c = model_->config();
+  comm::Group& tensor = tensor_group();
+  const bool fused = c.fused_kernels;
+  auto& attn = *block->self_attn;
+  auto& mlp = *block->mlp;
+  // Attention: f, column-parallel q/k/v of this rank's heads, rotary grouped-query attention over
+  // them, row-parallel output projection, g.
+  const at::Tensor a = copy_to_tensor_region(block->input_layernorm(x), tensor);
+  const at::Tensor y = models::llama_attention(
+      project(a, attn.q_proj->weight, fused), project(a, attn.k_proj->weight, fused),
+      project(a, attn.v_proj->weight, fused), c.n_head / tensor.size(), c.n_kv_head / tensor.size(),
+      c.rope_theta);
+  const at::Tensor h =
+      x + reduce_from_tensor_region(project(y, attn.o_proj->weight, fused), tensor);
+  // SwiGLU MLP: f, column-parallel gate and up, row-parallel down, g.
+  const at::Tensor m = copy_to_tensor_region(block->post_attention_layernorm(h), tensor);
+  const at::Tensor gated = torch::silu(project(m, mlp.gate_proj->weight, fused)) *
+                           project(m, mlp.up_proj->weight, fused);
+  return h + reduce_from_tensor_region(project(gated, mlp.down_proj->weight, fused), tensor);
+}
+
+at::Tensor TensorParallelLlama::loss(const at::Tensor& idx, const at::Tensor& targets) {
+  const auto& c = model_->config();
+  check_batch(idx, targets);
+  comm::Group& tensor = tensor_group();
+  auto& llama = *model_;
+  auto& body = *llama.model;
+  const at::Tensor& embedding = body.embed_tokens->weight;
+  at::Tensor x = vocab_parallel_embedding(idx, embedding, vocab_start(), tensor);
+  for (size_t i = 0; i < body.blocks.size(); ++i) {
+    x = llama.unit_calls()(i, [&] { return block_forward(body.blocks[i], x); });
+  }
+  // The head (untied, or embed_tokens' rows) holds this rank's vocabulary rows: logits
+  // [B, T, V/T], never gathered.
+  const at::Tensor& head = llama.lm_head ? llama.lm_head->weight : embedding;
+  const at::Tensor logits =
+      project(copy_to_tensor_region(body.norm(x), tensor), head, c.fused_kernels);
+  return vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+                                      vocab_start(), tensor);
+}
+
+}  // namespace deepshard::parallel

@@ -1,0 +1,70 @@
+// The shared part of the tensor-parallel models (tensor_parallel_model.h): the in-place split of
+// the whole model into this rank's slices and the gather of the whole parameters.
+#include "deepshard/parallel/tensor_parallel_model.h"
+
+#include <torch/torch.h>
+
+#include "deepshard/parallel/tensor_slices.h"
+#include "deepshard/util/error.h"
+
+namespace deepshard::parallel {
+
+void require_divisible(const comm::Group& tensor, const char* key, int64_t value, const char* why) {
+  DS_CHECK(value % tensor.size() == 0, Error, "tensor_parallel.size ", tensor.size(), ": model.",
+           key, " ", value, " is not divisible by it (", why, ")");
+}
+
+TensorParallelModel::TensorParallelModel(comm::Group& tensor, int64_t vocab_size)
+    : tensor_(tensor) {
+  require_divisible(tensor, "vocab_size", vocab_size,
+                    "the vocabulary is split over the tensor ranks");
+  vocab_start_ = vocab_size / tensor.size() * tensor.rank();
+}
+
+bool TensorParallelModel::is_split(const std::string& name) const {
+  return tensor_split(name) != TensorSplit::kReplicated;
+}
+
+int TensorParallelModel::split_dim(const std::string& name) const { return tensor_split_dim(name); }
+
+void TensorParallelModel::check_batch(const at::Tensor& idx, const at::Tensor& targets) {
+  models::CausalLmImpl& model = causal_lm();
+  DS_CHECK(idx.dim() == 2 && idx.scalar_type() == at::kLong && targets.sizes() == idx.sizes(),
+           Error, "tensor-parallel ", model.arch(),
+           " loss: idx and targets must be [B, T] int64, got ", idx.sizes(), " and ",
+           targets.sizes());
+  DS_CHECK(idx.size(1) <= model.context_length(), Error, "tensor-parallel ", model.arch(),
+           " loss: sequence length ", idx.size(1), " exceeds block_size ", model.context_length());
+}
+
+void TensorParallelModel::keep_slices() {
+  const int n = tensor_.size(), t = tensor_.rank();
+  torch::NoGradGuard no_grad;
+  for (auto& item : causal_lm().named_parameters()) {
+    const TensorSplit split = tensor_split(item.key());
+    if (split == TensorSplit::kReplicated) continue;
+    item.value().set_data(tensor_slice(item.value(), split, t, n).clone());
+  }
+}
+
+std::vector<std::pair<std::string, at::Tensor>> TensorParallelModel::gather_full_parameters() {
+  torch::NoGradGuard no_grad;
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  const int n = tensor_.size();
+  for (auto& item : causal_lm().named_parameters()) {
+    const TensorSplit split = tensor_split(item.key());
+    at::Tensor local = item.value().detach().contiguous();
+    if (split == TensorSplit::kReplicated || n == 1) {
+      out.emplace_back(item.key(), local.clone());
+      continue;
+    }
+    at::Tensor all = at::empty({local.numel() * n}, local.options());
+    tensor_.all_gather(all, local.view({-1}));
+    std::vector<at::Tensor> slices;
+    for (const at::Tensor& s : all.chunk(n, 0)) slices.push_back(s.view(local.sizes()));
+    out.emplace_back(item.key(), join_tensor_slices(slices, split));
+  }
+  return out;
+}
+
+}  // namespace deepshard::parallel

@@ -1,0 +1,124 @@
+// The pipeline step of a training run (docs/parallel.md, "Training with a pipeline"): with
+// pipeline.stages > 1, this rank's stage of the GPT (parallel::PipelineEngine over the model every
+// rank built with train.seed; the other stages' parameters released and frozen, so the ZeRO
+// engine flattens, reduces and updates this stage's only, over the data-parallel group), and each
+// optimizer step's gradient_accumulation_steps micro-batches through the 1F1B schedule, every
+// backward through the engine. The engine reduces the window's gradients at its boundary step,
+// after every stage's backward sent its gradient, the tied embedding's two copies (first and last
+// stage) summed first; its gradient norm sums the squares over the pipeline axis, the tied weight
+// counted once (on the first stage).
+#include <torch/torch.h>
+
+#include "deepshard/models/gpt.h"
+#include "deepshard/util/error.h"
+#include "deepshard/util/log.h"
+#include "train/training_run.h"
+
+namespace deepshard::train {
+
+void build_pipeline(TrainingRun& run) {
+  const auto& pipeline = run.config.parallel.pipeline;
+  if (pipeline.effective_stages() <= 1) return;
+  auto gpt = std::dynamic_pointer_cast<models::GptImpl>(run.model);
+  DS_CHECK(gpt != nullptr, ConfigError, "pipeline.stages ", pipeline.stages, ": model.arch \"",
+           run.config.model.arch, "\" is not split into pipeline stages yet");
+  run.pipe_links =
+      std::make_unique<parallel::PipeLinks>(run.group, run.axes->grid, run.axis_options);
+  run.pipeline = std::make_unique<parallel::PipelineEngine>(
+      models::Gpt(gpt), parallel::parse_partition_method(pipeline.partition_method),
+      *run.pipe_links, *run.axes->pipeline);
+  if (run.rank0) {
+    log::info("pipeline: ", pipeline.partition_method, " partition of ", gpt->blocks.size(),
+              " blocks over ", pipeline.stages, " stages: ", run.pipeline->partition().describe());
+  }
+}
+
+void declare_pipeline(TrainingRun& run) {
+  if (!run.pipeline) return;
+  parallel::PipelineEngine* pipe = run.pipeline.get();
+  run.engine->set_model_parallel(
+      {run.axes->pipeline.get(), [](const std::string& name) { return name == "wte.weight"; }});
+  run.engine->reduce_at_step([pipe] { pipe->reduce_tied_gradients(); });
+}
+
+double pipeline_step(TrainingRun& run, int64_t step, StepRecord& r) {
+  std::vector<parallel::MicroBatch> micro;
+  for (int64_t m = 0; m < run.ds.gradient_accumulation_steps; ++m) {
+    auto batch = run.data.sampler->batch(step, m);
+    micro.push_back({batch.inputs, batch.targets});
+  }
+  zero::Engine& engine = *run.engine;
+  auto t = Clock::now();
+  const double loss =
+      run.pipeline->train_batch(micro, [&engine](const at::Tensor& out, const at::Tensor& grad) {
+        if (grad.defined()) {
+          engine.backward(out, grad);
+        } else {
+          engine.backward(out);  // the last stage: the micro-batch's loss
+        }
+        // The boundary step (the tied sum, the reduction, the norm and the update) waits until
+        // this stage's last backward has sent its gradient: after train_batch.
+        if (!engine.is_gradient_accumulation_boundary()) engine.step();
+      });
+  // Forwards and backwards interleave (1F1B): the batch counts as backward time.
+  r.backward_s = seconds_since(t);
+  t = Clock::now();
+  r.result = engine.step();
+  r.optimizer_s = seconds_since(t);
+  return loss;
+}
+
+namespace {
+
+// Adds the pipeline's figures to every step's record (pipeline_bubble_fraction: the 1F1B
+// schedule's idle share, (S - 1) / (M + S - 1); pipeline_comm_wait_share: the measured share of
+// the step the ranks spent blocked on the pipeline's communication, their mean), and to
+// summary.json (the partition, the bubble fraction, and the wait share per stage and overall,
+// mean over the steps after the first).
+class PipelineHook : public StepHook {
+ public:
+  void after_step(TrainingRun& run, StepRecord& step) override {
+    if (!run.pipeline) return;
+    step.metrics["pipeline_bubble_fraction"] = run.pipeline->bubble_fraction();
+    step.metrics["pipeline_comm_wait_share"] = step.pipeline_wait_share;
+    if (step.first) return;
+    wait_share_sum_ += step.pipeline_wait_share;
+    own_wait_share_sum_ += run.pipeline->comm_wait_seconds() / step.step_time;
+    ++steps_;
+  }
+
+  void finish(TrainingRun& run) override {
+    if (!run.pipeline) return;
+    // Each stage's mean over its ranks (every rank adds its share at its stage's index).
+    const parallel::RankGrid& grid = run.axes->grid;
+    const int stages = grid.pipeline_size();
+    at::Tensor by_stage = at::zeros({stages}, at::kDouble);
+    if (steps_ > 0) by_stage[run.axes->coord.pipeline] = own_wait_share_sum_ / steps_;
+    run.group.all_reduce(by_stage, comm::ReduceOp::kSum);
+    by_stage /= static_cast<double>(run.group.size() / stages);
+    for (int s = 0; s < stages; ++s) wait_by_stage_.push_back(by_stage[s].item<double>());
+  }
+
+  void add_to_summary(const TrainingRun& run, nlohmann::json& out) const override {
+    if (!run.pipeline) return;
+    out["pipeline"] = {
+        {"stages", run.pipeline->partition().stages()},
+        {"partition_method", run.config.parallel.pipeline.partition_method},
+        {"partition", run.pipeline->partition().describe()},
+        {"micro_batches", run.ds.gradient_accumulation_steps},
+        {"bubble_fraction", run.pipeline->bubble_fraction()},
+        {"comm_wait_share", steps_ > 0 ? wait_share_sum_ / steps_ : 0.0},
+        {"comm_wait_share_by_stage", wait_by_stage_}};
+  }
+
+ private:
+  double wait_share_sum_ = 0.0, own_wait_share_sum_ = 0.0;
+  int64_t steps_ = 0;
+  std::vector<double> wait_by_stage_;
+};
+
+}  // namespace
+
+std::unique_ptr<StepHook> make_pipeline_hook() { return std::make_unique<PipelineHook>(); }
+
+}  // namespace deepshard::train

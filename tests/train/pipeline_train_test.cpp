@@ -1,0 +1,180 @@
+// Pipeline parallelism through `deepshard train` (docs/parallel.md, "Training with a pipeline"):
+// the tiny GPT split into stages reproduces the single-rank losses (one rank, ZeRO stage 0, the
+// same global batch of 8 sequences) for 20 steps within 1e-4 relative, with clipping active, so the
+// gradient norm must add the stages' squares and count the tied embedding once: 2 stages
+// (uniform and by parameters, which split 3 blocks differently), 2 stages x 2 data-parallel
+// replicas at ZeRO stage 1, and 4 stages (uniform and by parameters over 6 blocks). Every
+// optimizer step runs 4 micro-batches (2 per replica with 2 replicas) through the 1F1B schedule.
+// What a pipeline run does not do is refused at start on every rank, naming the key; a stage
+// killed mid-run stops the job, the lost rank named.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+#include "train/run_helpers.h"
+
+namespace deepshard::testing {
+namespace {
+
+constexpr int64_t kGlobalBatch = 8;
+
+// The run's extra config: the model's depth, the pipeline and the ZeRO stage.
+std::string pipeline(int64_t layers, int stages, const std::string& method, int zero_stage = 0) {
+  nlohmann::json extra = {{"model", {{"n_layer", layers}}}};
+  if (stages > 1) {
+    extra["pipeline"] = {{"enabled", true}, {"stages", stages}, {"partition_method", method}};
+  }
+  extra["zero_optimization"] = {{"stage", zero_stage}};
+  return extra.dump();
+}
+
+std::vector<double> grad_norms(const TempDir& dir, const std::string& name) {
+  std::vector<double> out;
+  for (const auto& record : read_metrics(dir.file("run_" + name)))
+    out.push_back(record.at("grad_norm").get<double>());
+  return out;
+}
+
+// Gradient norms within 1e-3 relative (as TensorParallelTrain: the last steps' norms are
+// sensitive to the order of fp32 sums; the losses match to 1e-7).
+void expect_same_norms(const std::vector<double>& run, const std::vector<double>& reference,
+                       const std::string& what) {
+  ASSERT_EQ(run.size(), reference.size()) << what;
+  double worst = 0.0;
+  for (size_t i = 0; i < run.size(); ++i) {
+    const double rel = std::abs(run[i] - reference[i]) / std::abs(reference[i]);
+    worst = std::max(worst, rel);
+    EXPECT_LT(rel, 1e-3) << what << ": step " << i + 1 << " grad norm " << run[i] << " vs "
+                         << reference[i];
+  }
+  std::printf("%s: worst grad-norm relative difference %.3g\n", what.c_str(), worst);
+}
+
+struct Layout {
+  int ranks, stages;
+  std::string method;
+  int zero_stage;
+  std::string name, partition;  // the summary's partition
+};
+
+// Trains the reference (one rank, ZeRO 0, micro-batch 8) and each layout (2 sequences per
+// micro-batch, as many micro-batches as the global batch leaves) on `layers` blocks, and compares.
+void expect_layouts_match(int64_t layers, const std::vector<Layout>& layouts) {
+  TempDir dir;
+  const std::string data = make_token_file(dir);
+  auto reference = train_and_read_losses(dir, data, 1, kGlobalBatch, 1, "ref",
+                                         pipeline(layers, 1, "uniform"));
+  ASSERT_EQ(reference.losses.size(), 20u);
+  EXPECT_TRUE(reference.clipped) << "gradient clipping never took effect";
+  const auto ref_norms = grad_norms(dir, "ref");
+  for (const Layout& l : layouts) {
+    const int dp = l.ranks / l.stages;
+    const int64_t micro = 2, gas = kGlobalBatch / (dp * micro);
+    const std::string what = l.name + " (" + std::to_string(layers) + " blocks)";
+    auto run = train_and_read_losses(dir, data, l.ranks, micro, gas, l.name,
+                                     pipeline(layers, l.stages, l.method, l.zero_stage));
+    expect_same_losses(run, reference, what);
+    expect_same_norms(grad_norms(dir, l.name), ref_norms, what);
+    EXPECT_NE(run.output.find("rank grid: world " + std::to_string(l.ranks) + " = data " +
+                              std::to_string(dp) + " x pipeline " + std::to_string(l.stages) +
+                              " x tensor 1"),
+              std::string::npos)
+        << run.output;
+    const auto summary =
+        nlohmann::json::parse(read_file(dir.file("run_" + l.name) + "/summary.json"));
+    const auto& pipe = summary.at("pipeline");
+    EXPECT_EQ(pipe.at("partition").get<std::string>(), l.partition) << what;
+    const double bubble = static_cast<double>(l.stages - 1) / (gas + l.stages - 1);
+    EXPECT_NEAR(pipe.at("bubble_fraction").get<double>(), bubble, 1e-12) << what;
+    const double wait = pipe.at("comm_wait_share").get<double>();
+    EXPECT_TRUE(wait >= 0 && wait < 1) << what << ": comm wait share " << wait;
+    EXPECT_EQ(pipe.at("comm_wait_share_by_stage").size(), static_cast<size_t>(l.stages)) << what;
+    const auto records = read_metrics(dir.file("run_" + l.name));
+    EXPECT_NEAR(records.back().at("pipeline_bubble_fraction").get<double>(), bubble, 1e-12);
+    std::printf("%s: partition %s, bubble fraction %.4f, comm wait share %.3f\n", what.c_str(),
+                l.partition.c_str(), bubble, wait);
+  }
+}
+
+// 3 blocks: uniform gives the stages 2 and 1 blocks; by parameters the embedding's stage takes 1.
+TEST(PipelineTrain, TwoStagesReproduceSingleRankLosses) {
+  expect_layouts_match(
+      3, {{2, 2, "uniform", 0, "pp2_uniform",
+           "stage 0: embedding + blocks 0-1; stage 1: blocks 2-2 + head"},
+          {2, 2, "parameters", 0, "pp2_parameters",
+           "stage 0: embedding + blocks 0-0; stage 1: blocks 1-2 + head"},
+          {4, 2, "uniform", 1, "pp2_dp2_zero1",
+           "stage 0: embedding + blocks 0-1; stage 1: blocks 2-2 + head"}});
+}
+
+// 6 blocks: uniform 2 2 1 1; by parameters the embedding's and the head's stages take 1 each.
+TEST(PipelineTrain, FourStagesReproduceSingleRankLosses) {
+  expect_layouts_match(6, {{4, 4, "uniform", 0, "pp4_uniform",
+                            "stage 0: embedding + blocks 0-1; stage 1: blocks 2-3; stage 2: "
+                            "blocks 4-4; stage 3: blocks 5-5 + head"},
+                           {4, 4, "parameters", 1, "pp4_parameters_zero1",
+                            "stage 0: embedding + blocks 0-0; stage 1: blocks 1-2; stage 2: "
+                            "blocks 3-4; stage 3: blocks 5-5 + head"}});
+}
+
+// Refused at start with the key named, on every rank (both ranks print it), before any training.
+TEST(PipelineTrain, RefusesWhatItDoesNotDo) {
+  TempDir dir;
+  const std::string data = make_token_file(dir);
+  struct Case {
+    nlohmann::json extra;
+    std::string message;
+  };
+  const std::string with = " with pipeline.stages=2 (";
+  for (const Case& c :
+       {Case{{{"zero_optimization", {{"stage", 2}}}},
+             "not supported yet: zero_optimization.stage=2" + with + "DeepSpeed refuses it too"},
+        Case{{{"zero_optimization", {{"stage", 3}}}},
+             "not supported yet: zero_optimization.stage=3" + with},
+        Case{{{"bf16", {{"enabled", true}}}}, "not supported yet: bf16.enabled" + with},
+        Case{{{"train", {{"save_interval", 5}}}},
+             "not supported yet: train.save_interval=5" + with},
+        Case{{{"train", {{"activation_checkpointing", true}}}},
+             "not supported yet: train.activation_checkpointing" + with},
+        Case{{{"train", {{"sample_tokens", 8}}}}, "not supported yet: train.sample_tokens=8" + with},
+        Case{{{"data", {{"valid", data}}}}, "not supported yet: data.valid" + with}}) {
+    nlohmann::json extra = c.extra;
+    extra["pipeline"] = {{"stages", 2}};
+    const std::string config = dir.file("refused.json");
+    write_file(config, tiny_run_config(data, dir.file("run_refused"), 4, 1, 2, extra.dump()));
+    auto r = run_ranks(2, deepshard_exe(), {"train", "--config", config}, 120);
+    EXPECT_NE(r.exit_status, 0) << r.output;
+    const size_t first = r.output.find(c.message);
+    ASSERT_NE(first, std::string::npos) << extra.dump() << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message, first + 1), std::string::npos)
+        << "not on both ranks: " << extra.dump() << "\n" << r.output;
+    EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << r.output;
+  }
+}
+
+// Stage 1 of 2 dies (SIGKILL at the start of step 3) while stage 0 waits for its gradients, with a
+// 600 s comm timeout: the job stops within seconds, the launcher naming the lost rank.
+TEST(PipelineTrain, DeadStageStopsTheJob) {
+  TempDir dir;
+  const std::string data = make_token_file(dir);
+  const std::string config = dir.file("run.json");
+  nlohmann::json extra = nlohmann::json::parse(pipeline(2, 2, "uniform"));
+  extra["comm"] = {{"timeout_s", 600}};
+  write_file(config, tiny_run_config(data, dir.file("run"), 2, 4, 20, extra.dump()));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_ranks(2, faults_exe(), {"train", "--config", config}, 120,
+                     {{"DEEPSHARD_TEST_KILL_AT_STEP", "3"}, {"DEEPSHARD_TEST_FAIL_RANK", "1"}});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.exit_status, 0) << r.output;
+  EXPECT_LT(seconds, 30.0) << r.output;
+  EXPECT_NE(r.output.find("rank 1 exited with status 137"), std::string::npos) << r.output;
+  std::printf("dead stage: the job stopped after %.1f s\n", seconds);
+}
+
+}  // namespace
+}  // namespace deepshard::testing
