@@ -12,6 +12,8 @@
 #include "cli/commands.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/models/gpt_memory.h"
+#include "deepshard/models/parameter_shapes.h"
+#include "deepshard/parallel/model_parallel_counts.h"
 #include "deepshard/train/model_factory.h"
 #include "deepshard/util/error.h"
 #include "deepshard/zero/estimator.h"
@@ -25,6 +27,7 @@ const char* kUsage =
     "                          [--grad-dtype bf16|fp16|fp32] [--reduce-bucket-size E]\n"
     "                          [--overlap-comm] [--no-reduce-scatter] [--accumulation G]\n"
     "                          [--sub-group-size E] [--buffer-count B] [--largest-layer E]\n"
+    "                          [--tensor T] [--pipeline S] [--partition uniform|parameters]\n"
     "       deepshard estimate --model tiny|small|gpt2 [--n-layer L] [--n-head H] [--n-embd C]\n"
     "                          [--vocab-size V] [--dropout P] [--seq T] [--micro-batch B]\n"
     "                          [--number-checkpoints K] [--budget BYTES] [--ranks N] ...\n"
@@ -56,7 +59,15 @@ const char* kUsage =
     "without.\n"
     "--arch llama --model (a Llama preset, sizes overriding it) gives --params the Llama's\n"
     "parameter count (untied head unless --tie-word-embeddings); its activations are not\n"
-    "modelled (the GPT-only options are refused).\n";
+    "modelled (the GPT-only options are refused).\n"
+    "\n"
+    "--tensor T and --pipeline S (with --model): the N ranks form tensor T x pipeline S x data\n"
+    "N/(T S) (docs/parallel.md). Each rank holds its tensor slices (the split rule of\n"
+    "TensorParallelGpt/Llama: 1/T of every split parameter, the norms and row-parallel biases\n"
+    "whole) of its pipeline stage's layers (--partition: uniform by block count, the default,\n"
+    "or parameters; the first stage holds the embedding, the last the final norm and head and\n"
+    "a copy of a tied embedding). Prints each stage's parameters per rank; the table is the\n"
+    "heaviest stage's, its ZeRO partitions over the N/(T S) data-parallel ranks.\n";
 
 config::DType parse_dtype(const std::string& s, const char* option) {
   if (s == "fp32") return config::DType::kFp32;
@@ -87,8 +98,8 @@ std::string human(int64_t bytes) {
 
 int64_t dtype_bytes(config::DType d) { return d == config::DType::kFp32 ? 4 : 2; }
 
-// --arch llama --model and the sizes that override it: the parameter count.
-int64_t llama_params_of(const ArgParser& parser) {
+// --arch llama --model and the sizes that override it.
+config::ModelConfig llama_model_of(const ArgParser& parser) {
   DS_CHECK(parser.has("model"), UsageError, "--arch llama needs --model");
   for (const char* o : {"dropout", "seq", "micro-batch", "number-checkpoints", "budget"})
     DS_CHECK(!parser.has(o), UsageError, "--", o,
@@ -110,7 +121,7 @@ int64_t llama_params_of(const ArgParser& parser) {
            UsageError,
            "--n-layer, --n-head, --n-kv-head, --n-embd, --intermediate-size, --vocab-size must be "
            "positive, n_embd a multiple of n_head and n_head of n_kv_head");
-  return train::parameter_count(m);
+  return m;
 }
 
 // --model and the sizes that override it.
@@ -141,6 +152,39 @@ std::optional<models::GptConfig> model_of(const ArgParser& parser) {
   DS_CHECK(c.dropout >= 0 && c.dropout < 1, UsageError, "--dropout must be in [0, 1)");
   c.block_size = std::max(c.block_size, parser.get_int("seq", c.block_size));
   return c;
+}
+
+// --tensor and --pipeline: prints the layout and each stage's parameters per rank; returns the
+// heaviest stage's count and sets in.world_size to the data-parallel size. `shapes` and `tied`:
+// the model's parameters (empty without --model).
+int64_t model_parallel_params(const ArgParser& parser,
+                              const std::vector<models::NamedShape>& shapes,
+                              const std::string& tied, int64_t heads, int64_t kv_heads,
+                              zero::EstimateInput& in) {
+  const int64_t tensor = parser.get_int("tensor", 1), stages = parser.get_int("pipeline", 1);
+  DS_CHECK(tensor >= 1 && stages >= 1, UsageError, "--tensor and --pipeline must be at least 1");
+  DS_CHECK(in.world_size % (tensor * stages) == 0, UsageError, "--ranks ", in.world_size,
+           " is not divisible by --tensor ", tensor, " x --pipeline ", stages);
+  DS_CHECK(!shapes.empty(), UsageError,
+           "--tensor and --pipeline need --model (the split depends on each parameter's shape)");
+  DS_CHECK(heads % tensor == 0 && kv_heads % tensor == 0, UsageError, "--tensor ", tensor,
+           " must divide the heads (", heads, ") and key/value heads (", kv_heads, ")");
+  const auto method = parallel::parse_partition_method(parser.get("partition").value_or("uniform"));
+  const auto counts =
+      parallel::model_parallel_counts(shapes, tied, int(tensor), int(stages), method);
+  in.world_size /= tensor * stages;
+  std::printf("layout: %lld ranks = tensor %lld x pipeline %lld x data %lld; partition %s: %s\n",
+              static_cast<long long>(in.world_size * tensor * stages),
+              static_cast<long long>(tensor), static_cast<long long>(stages),
+              static_cast<long long>(in.world_size), parallel::to_string(method),
+              counts.partition.describe().c_str());
+  const int heaviest = counts.heaviest_stage();
+  for (int s = 0; s < int(stages); ++s) {
+    std::printf("  stage %d: %lld parameters per tensor rank%s\n", s,
+                static_cast<long long>(counts.stage_params[size_t(s)]),
+                s == heaviest ? " (heaviest: the table below)" : "");
+  }
+  return counts.stage_params[size_t(heaviest)];
 }
 
 // The activation table (and the largest micro-batch within --budget).
@@ -211,7 +255,10 @@ int run_estimate_command(const Args& args) {
                     "budget",
                     "arch",
                     "n-kv-head",
-                    "intermediate-size"},
+                    "intermediate-size",
+                    "tensor",
+                    "pipeline",
+                    "partition"},
                    {"help", "overlap-comm", "no-reduce-scatter", "tie-word-embeddings"});
   parser.parse(args);
   if (parser.print_help_if_asked(kUsage)) return 0;
@@ -220,9 +267,11 @@ int run_estimate_command(const Args& args) {
   DS_CHECK(arch == "gpt" || arch == "llama", UsageError, "--arch: expected gpt or llama, got '",
            arch, "'");
   const auto model = arch == "gpt" ? model_of(parser) : std::nullopt;
-  const int64_t model_params = arch == "llama" ? llama_params_of(parser)
-                               : model         ? models::gpt_parameter_count(*model)
-                                               : -1;
+  const auto llama =
+      arch == "llama" ? std::optional<config::ModelConfig>(llama_model_of(parser)) : std::nullopt;
+  const int64_t model_params = llama   ? train::parameter_count(*llama)
+                               : model ? models::gpt_parameter_count(*model)
+                                       : -1;
   zero::EstimateInput in;
   in.num_params = parser.get_int("params", model_params);
   DS_CHECK(parser.has("params") || model_params > 0, UsageError,
@@ -230,6 +279,26 @@ int run_estimate_command(const Args& args) {
   DS_CHECK(in.num_params > 0, UsageError, "--params must be positive");
   in.world_size = parser.get_int("ranks", 1);
   DS_CHECK(in.world_size >= 1, UsageError, "--ranks must be at least 1");
+  const bool model_parallel = parser.has("tensor") || parser.has("pipeline");
+  if (model_parallel) {
+    DS_CHECK(!parser.has("params"), UsageError,
+             "--params: with --tensor/--pipeline the parameters come from --model");
+    for (const char* o : {"seq", "micro-batch", "number-checkpoints", "budget"})
+      DS_CHECK(!parser.has(o), UsageError, "--", o,
+               ": the activation estimate does not model tensor/pipeline parallelism");
+    if (llama) {
+      const auto c = train::llama_config(*llama);
+      in.num_params = model_parallel_params(
+          parser, models::llama_parameter_shapes(c),
+          c.tie_word_embeddings ? "model.embed_tokens.weight" : "", c.n_head, c.n_kv_head, in);
+    } else {
+      in.num_params = model_parallel_params(
+          parser, model ? models::gpt_parameter_shapes(*model) : std::vector<models::NamedShape>{},
+          "wte.weight", model ? model->n_head : 1, model ? model->n_head : 1, in);
+    }
+  } else {
+    DS_CHECK(!parser.has("partition"), UsageError, "--partition needs --pipeline");
+  }
   const int64_t marked = parser.get_int("stage", -1);
   DS_CHECK(marked >= -1 && marked <= 3, UsageError, "--stage must be 0, 1, 2 or 3");
   in.dtype = parse_dtype(parser.get("dtype").value_or("bf16"), "--dtype");
@@ -303,7 +372,7 @@ int run_estimate_command(const Args& args) {
         human(in.world_size * (host + ours.swap_buffers)).c_str(),
         human(in.world_size * nvme).c_str());
   }
-  if (model) print_activations(parser, *model, in, marked < 0 ? 0 : marked);
+  if (model && !model_parallel) print_activations(parser, *model, in, marked < 0 ? 0 : marked);
   return 0;
 }
 

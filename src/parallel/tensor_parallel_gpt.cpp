@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "deepshard/activation/checkpoint.h"
 #include "deepshard/kernels/fused_ops.h"
 #include "deepshard/models/attention.h"
 #include "deepshard/parallel/tensor_ops.h"
@@ -30,8 +31,17 @@ TensorParallelGpt::TensorParallelGpt(models::Gpt model, comm::Group& tensor)
            "tracker); use 0");
   keep_slices();
   model_->set_block_runner([this](int64_t, models::Block& block, const at::Tensor& x) {
-    return block_forward(block, x);
+    return checkpointed_block(block, x);
   });
+}
+
+// Each block is one activation-checkpoint region, as in models::Gpt (recomputed in backward when
+// a Checkpointer is active; the recompute repeats the tensor group's all-reduces, in the same order
+// on every tensor rank).
+at::Tensor TensorParallelGpt::checkpointed_block(models::Block& block, const at::Tensor& x) {
+  models::Block held = block;
+  return activation::checkpoint(
+      [this, held](const at::Tensor& in) mutable { return block_forward(held, in); }, x);
 }
 
 at::Tensor TensorParallelGpt::block_forward(models::Block& block, const at::Tensor& x) {
@@ -67,7 +77,7 @@ at::Tensor TensorParallelGpt::loss(const at::Tensor& idx, const at::Tensor& targ
   at::Tensor x =
       vocab_parallel_embedding(idx, gpt.wte->weight, vocab_start(), tensor_group()) + gpt.wpe(pos);
   for (size_t i = 0; i < gpt.blocks.size(); ++i) {
-    x = gpt.unit_calls()(i, [&] { return block_forward(gpt.blocks[i], x); });
+    x = gpt.unit_calls()(i, [&] { return checkpointed_block(gpt.blocks[i], x); });
   }
   // The head is tied to this rank's vocabulary rows: logits [B, T, V/T], never gathered.
   const at::Tensor logits = torch::linear(

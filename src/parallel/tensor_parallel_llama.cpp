@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "deepshard/activation/checkpoint.h"
 #include "deepshard/kernels/linear.h"
 #include "deepshard/parallel/tensor_ops.h"
 #include "deepshard/util/error.h"
@@ -61,7 +62,12 @@ at::Tensor TensorParallelLlama::loss(const at::Tensor& idx, const at::Tensor& ta
   const at::Tensor& embedding = body.embed_tokens->weight;
   at::Tensor x = vocab_parallel_embedding(idx, embedding, vocab_start(), tensor);
   for (size_t i = 0; i < body.blocks.size(); ++i) {
-    x = llama.unit_calls()(i, [&] { return block_forward(body.blocks[i], x); });
+    // Each block is one activation-checkpoint region (as in TensorParallelGpt).
+    models::LlamaBlock block = body.blocks[i];
+    x = llama.unit_calls()(i, [&] {
+      return activation::checkpoint(
+          [this, block](const at::Tensor& in) mutable { return block_forward(block, in); }, x);
+    });
   }
   // The head (untied, or embed_tokens' rows) holds this rank's vocabulary rows: logits
   // [B, T, V/T], never gathered.

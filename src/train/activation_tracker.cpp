@@ -24,7 +24,8 @@ std::vector<std::string> keys_set(const config::ActivationCheckpointingConfig& c
 
 }  // namespace
 
-ActivationTracker::ActivationTracker(const config::RunConfig& run, bool rank0) {
+ActivationTracker::ActivationTracker(const config::RunConfig& run, bool rank0,
+                                     comm::Group* model_parallel) {
   config::ActivationCheckpointingConfig options = run.ds.activation_checkpointing;
   if (run.train.activation_checkpointing && options.contiguous_memory_optimization &&
       !options.number_checkpoints) {
@@ -37,9 +38,14 @@ ActivationTracker::ActivationTracker(const config::RunConfig& run, bool rank0) {
           run.model.n_layer, " layers");
   }
   if (run.train.activation_checkpointing) {
-    // No tensor parallelism yet: the model-parallel group has one rank, partition_activations has
-    // nothing to split.
-    checkpointer_ = std::make_unique<activation::Checkpointer>(options, nullptr);
+    checkpointer_ = std::make_unique<activation::Checkpointer>(options, model_parallel);
+    const int split = checkpointer_->model_parallel_size();
+    std::string partition;
+    if (options.partition_activations)
+      partition = split > 1 ? "; partition_activations: the kept inputs split over the " +
+                                  std::to_string(split) + " tensor-parallel ranks"
+                            : "; partition_activations: model-parallel group of 1 rank, nothing "
+                              "to split";
     if (rank0)
       log::info(
           "activation checkpointing: the model's checkpointable regions are recomputed in "
@@ -47,9 +53,7 @@ ActivationTracker::ActivationTracker(const config::RunConfig& run, bool rank0) {
           options.number_checkpoints
               ? " (the first " + std::to_string(*options.number_checkpoints) + " per pass)"
               : std::string(""),
-          options.partition_activations
-              ? "; partition_activations: model-parallel group of 1 rank, nothing to split"
-              : "");
+          partition);
   } else if (rank0) {
     const auto keys = keys_set(options);
     if (!keys.empty()) {

@@ -20,8 +20,9 @@ namespace deepshard::train {
 class ActivationTracker {
  public:
   // Installs the meter on the calling thread (the training thread) for the tracker's lifetime.
-  // `rank0` prints the info and warning lines.
-  ActivationTracker(const config::RunConfig& run, bool rank0);
+  // `rank0` prints the info and warning lines. `model_parallel`: the tensor-parallel group that
+  // partition_activations splits the kept inputs across (nullptr: one rank, nothing to split).
+  ActivationTracker(const config::RunConfig& run, bool rank0, comm::Group* model_parallel = nullptr);
   ~ActivationTracker();
 
   // One micro-batch's forward (`forward` returns the loss), under the checkpointer when

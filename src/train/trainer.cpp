@@ -36,7 +36,8 @@ TrainSummary run_training(const config::RunConfig& config, comm::Group& group) {
   resume(run);
 
   StopSignals stop_signals(run.checkpointing);
-  run.activations = std::make_unique<ActivationTracker>(config, run.rank0);
+  run.activations = std::make_unique<ActivationTracker>(
+      config, run.rank0, run.axes ? run.axes->tensor.get() : nullptr);
   auto hooks = make_step_hooks(run);
   for (int64_t step = run.start_step; step < config.train.steps; ++step) {
     StepRecord record = train_one_step(run, step);

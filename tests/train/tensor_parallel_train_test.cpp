@@ -3,8 +3,10 @@
 // global batch, clipping active, so the gradient norm must add the tensor axis and count the
 // replicated parameters once): tensor 2 alone with ZeRO stage 0 and 1, and tensor 2 x data 2
 // with ZeRO stages 1, 2 and 3 (the gradients, and at stage 3 the parameters, partitioned over the
-// data group; stage 3 also with the optimizer and parameters offloaded to the CPU). What a
-// tensor-parallel run does not do yet is refused at start, naming the key.
+// data group; stage 3 also with the optimizer and parameters offloaded to the CPU), and with
+// activation checkpointing (blocks recomputed in backward; with partition_activations the kept
+// inputs split over the tensor ranks). What a tensor-parallel run does not do yet is refused at
+// start, naming the key.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,17 +21,19 @@ namespace {
 
 constexpr int64_t kGlobalBatch = 8;
 
-// The run's extra config: tensor size, ZeRO stage, and (stage 3) optimizer and parameters on the
-// CPU offload device.
-std::string tensor_parallel(int size, int stage, bool offload = false) {
+// The run's extra config: tensor size, ZeRO stage, (stage 3) optimizer and parameters on the CPU
+// offload device, and any other keys.
+std::string tensor_parallel(int size, int stage, bool offload = false,
+                            const nlohmann::json& more = nlohmann::json::object()) {
   nlohmann::json zero = {{"stage", stage}};
   if (offload) {
     zero["offload_optimizer"] = {{"device", "cpu"}};
     zero["offload_param"] = {{"device", "cpu"}};
   }
-  return nlohmann::json({{"tensor_parallel", {{"enabled", true}, {"size", size}}},
-                         {"zero_optimization", zero}})
-      .dump();
+  nlohmann::json out = {{"tensor_parallel", {{"enabled", true}, {"size", size}}},
+                        {"zero_optimization", zero}};
+  out.merge_patch(more);
+  return out.dump();
 }
 
 std::vector<double> grad_norms(const TempDir& dir, const std::string& name) {
@@ -67,19 +71,43 @@ TEST(TensorParallelTrain, ReproducesSingleRankLosses) {
     int ranks, stage;
     std::string name, what;
     bool offload = false;
+    nlohmann::json more = nlohmann::json::object();
   };
+  // Activation checkpointing: every block recomputed in backward (its tensor all-reduces again);
+  // partition_activations keeps 1/2 of each block's input per tensor rank and all-gathers it for
+  // the recompute.
+  const nlohmann::json checkpointing = {{"train", {{"activation_checkpointing", true}}}};
+  const nlohmann::json partitioned = {
+      {"train", {{"activation_checkpointing", true}}},
+      {"activation_checkpointing", {{"partition_activations", true}}}};
   for (const Layout& l :
        {Layout{2, 0, "tp2_s0", "tensor 2, ZeRO stage 0"},
         Layout{2, 1, "tp2_s1", "tensor 2, ZeRO stage 1"},
         Layout{4, 1, "tp2_dp2_s1", "tensor 2 x data 2, ZeRO stage 1"},
         Layout{4, 2, "tp2_dp2_s2", "tensor 2 x data 2, ZeRO stage 2"},
         Layout{4, 3, "tp2_dp2_s3", "tensor 2 x data 2, ZeRO stage 3"},
-        Layout{4, 3, "tp2_dp2_s3_offload", "tensor 2 x data 2, ZeRO stage 3, CPU offload", true}}) {
+        Layout{4, 3, "tp2_dp2_s3_offload", "tensor 2 x data 2, ZeRO stage 3, CPU offload", true},
+        Layout{2, 1, "tp2_s1_ckpt", "tensor 2, ZeRO stage 1, activation checkpointing", false,
+               checkpointing},
+        Layout{4, 3, "tp2_dp2_s3_ckpt_part",
+               "tensor 2 x data 2, ZeRO stage 3, activation checkpointing, partition_activations",
+               false, partitioned}}) {
     const int dp = l.ranks / 2;
     auto run = train_and_read_losses(dir, data, l.ranks, kGlobalBatch / dp, 1, l.name,
-                                     tensor_parallel(2, l.stage, l.offload));
+                                     tensor_parallel(2, l.stage, l.offload, l.more));
     expect_same_losses(run, reference, l.what);
     expect_same_norms(grad_norms(dir, l.name), ref_norms, l.what);
+    if (l.more.contains("train")) {
+      // Both blocks checkpointed; each keeps its input [micro, 32, 64] fp32, split over the 2
+      // tensor ranks with partition_activations.
+      const auto metrics = read_metrics(dir.file("run_" + l.name));
+      ASSERT_GT(metrics.size(), 1u) << l.what;
+      const int64_t split = l.more.contains("activation_checkpointing") ? 2 : 1;
+      EXPECT_EQ(metrics.at(1).at("checkpointed_regions").get<int64_t>(), 2) << l.what;
+      EXPECT_EQ(metrics.at(1).at("checkpoint_kept_bytes").get<int64_t>(),
+                2 * (kGlobalBatch / dp) * 32 * 64 * 4 / split)
+          << l.what;
+    }
     EXPECT_NE(run.output.find("rank grid: world " + std::to_string(l.ranks) + " = data " +
                               std::to_string(dp) + " x pipeline 1 x tensor 2"),
               std::string::npos)

@@ -2,7 +2,10 @@
 // ranks. Every rank also runs the single-rank reference itself (gpt_reference.h: the whole model,
 // the whole global batch), so the comparison is with the single-rank run step by step, in the same
 // process.
+#include "deepshard/models/gpt_memory.h"
+#include "deepshard/models/parameter_shapes.h"
 #include "deepshard/parallel/grad_norm.h"
+#include "deepshard/parallel/model_parallel_counts.h"
 #include "deepshard/parallel/process_groups.h"
 #include "deepshard/parallel/tensor_parallel_gpt.h"
 #include "deepshard/parallel/tensor_parallel_llama.h"
@@ -96,6 +99,47 @@ DS_WORKER_SCENARIO(tp_llama_refuses) {
     return;
   }
   DS_WORKER_EXPECT(false, "model." << key << " " << value << " was not refused");
+}
+
+// The parameters this rank's slices hold.
+int64_t held(models::CausalLmImpl& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.numel();
+  return n;
+}
+
+// args: TENSOR. The estimator's per-rank count (model_parallel_counts, from the configs alone)
+// equals the elements this rank of a real tensor-parallel GPT and Llama (untied and tied) holds.
+DS_WORKER_SCENARIO(tp_counts) {
+  comm::GroupOptions options;
+  options.timeout = std::chrono::milliseconds(worker_timeout_ms());
+  const int tensor_size = std::stoi(args.at(0));
+  const parallel::RankGrid grid(group.size(), 1, tensor_size);
+  parallel::ParallelGroups groups = parallel::make_parallel_groups(group, grid, options);
+  auto estimated = [&](const std::vector<models::NamedShape>& shapes, const std::string& tied) {
+    return parallel::model_parallel_counts(shapes, tied, tensor_size, 1,
+                                           parallel::PartitionMethod::kUniform)
+        .stage_params.at(0);
+  };
+  parallel::TensorParallelGpt gpt(models::Gpt(tiny_gpt(2), 1), *groups.tensor);
+  const int64_t gpt_estimate = estimated(models::gpt_parameter_shapes(tiny_gpt(2)), "wte.weight");
+  DS_WORKER_EXPECT(held(gpt.causal_lm()) == gpt_estimate,
+                   "GPT: " << held(gpt.causal_lm()) << " held, " << gpt_estimate << " estimated");
+  for (bool tied : {false, true}) {
+    const models::LlamaConfig c = tiny_llama(2, tied);
+    parallel::TensorParallelLlama llama(models::Llama(c, 1), *groups.tensor);
+    const int64_t estimate =
+        estimated(models::llama_parameter_shapes(c), tied ? "model.embed_tokens.weight" : "");
+    DS_WORKER_EXPECT(held(llama.causal_lm()) == estimate,
+                     "Llama: " << held(llama.causal_lm()) << " held, " << estimate << " estimated");
+    if (group.rank() == 0) {
+      std::printf("tensor %d: GPT %lld of %lld per rank, Llama (%s) %lld of %lld\n", tensor_size,
+                  static_cast<long long>(gpt_estimate),
+                  static_cast<long long>(models::gpt_parameter_count(tiny_gpt(2))),
+                  tied ? "tied" : "untied", static_cast<long long>(estimate),
+                  static_cast<long long>(models::llama_parameter_count(c)));
+    }
+  }
 }
 
 }  // namespace

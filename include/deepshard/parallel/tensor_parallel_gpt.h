@@ -35,6 +35,7 @@ class TensorParallelGpt : public TensorParallelModel {
 
  private:
   at::Tensor block_forward(models::Block& block, const at::Tensor& x);
+  at::Tensor checkpointed_block(models::Block& block, const at::Tensor& x);
 
   models::Gpt model_;
 };

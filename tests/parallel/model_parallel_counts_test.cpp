@@ -1,0 +1,91 @@
+// parallel::model_parallel_counts, the estimator's per-rank parameter counts: for pipelines,
+// equal to what each real GptStage holds (2 and 4 stages, uniform and parameters, the tied
+// embedding's copy on the last stage); for tensor parallelism, equal to what each rank of a real
+// TensorParallelGpt / TensorParallelLlama holds (2 real ranks, tests/workers/
+// tensor_parallel_worker.cpp); and the refusals name the key.
+#include "deepshard/parallel/model_parallel_counts.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "deepshard/parallel/pipeline_stage.h"
+#include "deepshard/util/error.h"
+#include "support/test_support.h"
+
+namespace deepshard::parallel {
+namespace {
+
+models::GptConfig gpt_config(int64_t layers) {
+  models::GptConfig c;
+  c.n_layer = layers;
+  c.n_head = 4;
+  c.n_embd = 32;
+  c.block_size = 16;
+  c.vocab_size = 64;
+  return c;
+}
+
+TEST(ModelParallelCounts, PipelineStagesHoldWhatTheEstimateSays) {
+  for (const auto& [layers, stages, method] :
+       std::vector<std::tuple<int64_t, int, PartitionMethod>>{
+           {4, 2, PartitionMethod::kUniform},
+           {3, 2, PartitionMethod::kParameters},
+           {6, 4, PartitionMethod::kUniform},
+           {6, 4, PartitionMethod::kParameters}}) {
+    const models::GptConfig c = gpt_config(layers);
+    const ModelParallelCounts counts =
+        model_parallel_counts(models::gpt_parameter_shapes(c), "wte.weight", 1, stages, method);
+    models::Gpt probe(c, 1);
+    const StagePartition real = partition_gpt(probe, method, stages);
+    ASSERT_EQ(counts.partition.block_begin, real.block_begin) << real.describe();
+    int64_t heaviest = 0;
+    for (int s = 0; s < stages; ++s) {
+      GptStage stage(models::Gpt(c, 1), real, s);
+      int64_t held = 0;
+      for (const auto& [name, p] : stage.named_parameters()) held += p.numel();
+      EXPECT_EQ(counts.stage_params.at(size_t(s)), held) << "stage " << s << " of " << stages;
+      heaviest = std::max(heaviest, held);
+    }
+    EXPECT_EQ(counts.stage_params.at(size_t(counts.heaviest_stage())), heaviest);
+  }
+}
+
+TEST(ModelParallelCounts, TensorRanksHoldWhatTheEstimateSays) {
+  auto r = testing::run_ranks(2, testing::binary_dir() + "/tests/ds_tensor_parallel_worker",
+                              {"tp_counts", "2"}, 120);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("scenario tp_counts passed on rank 1"), std::string::npos) << r.output;
+}
+
+// Tensor 2 x pipeline 2 of the tiny GPT (uniform): each stage's blocks and its end of the model,
+// the split parameters halved.
+TEST(ModelParallelCounts, TensorTimesPipelineAddsUp) {
+  const models::GptConfig c = gpt_config(4);
+  const auto shapes = models::gpt_parameter_shapes(c);
+  const auto counts = model_parallel_counts(shapes, "wte.weight", 2, 2, PartitionMethod::kUniform);
+  const int64_t C = c.n_embd;
+  // A block: LayerNorms (4C) and the biases of the row-parallel projections (2C) whole, the rest
+  // (12 C^2 weights, 3C + 4C column-parallel biases) halved.
+  const int64_t block = 4 * C + 2 * C + (12 * C * C + 7 * C) / 2;
+  const int64_t wte = c.vocab_size * C / 2, wpe = c.block_size * C, ln_f = 2 * C;
+  EXPECT_EQ(counts.stage_params,
+            (std::vector<int64_t>{wte + wpe + 2 * block, 2 * block + ln_f + wte}));
+  EXPECT_EQ(counts.heaviest_stage(), 0);
+}
+
+TEST(ModelParallelCounts, RefusalsNameTheKey) {
+  const auto shapes = models::gpt_parameter_shapes(gpt_config(2));
+  try {
+    model_parallel_counts(shapes, "wte.weight", 3, 1, PartitionMethod::kUniform);
+    FAIL() << "tensor 3 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor_parallel.size 3 does not divide"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(model_parallel_counts(shapes, "wte.weight", 1, 4, PartitionMethod::kUniform),
+               ConfigError);
+}
+
+}  // namespace
+}  // namespace deepshard::parallel
