@@ -88,11 +88,6 @@ void refuse_with_pipeline(RunConfig& run) {
     if (asked) run.ds.other_features.push_back(key + with + why + "; docs/parallel.md)");
   };
   const TrainConfig& train = run.train;
-  const std::string no_checkpoints = "checkpoints of pipeline runs are not built yet";
-  refuse(train.save_interval > 0, "train.save_interval=" + std::to_string(train.save_interval),
-         no_checkpoints);
-  refuse(!train.resume.empty(), "train.resume=" + train.resume, no_checkpoints);
-  refuse(!train.checkpoint_dir.empty(), "train.checkpoint_dir", no_checkpoints);
   refuse(train.save_weights, "train.save_weights", "the weights are split over the stages");
   refuse(train.sample_tokens > 0, "train.sample_tokens=" + std::to_string(train.sample_tokens),
          "sampling runs the whole model on rank 0");

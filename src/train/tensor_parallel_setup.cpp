@@ -7,7 +7,6 @@
 #include "deepshard/comm/transport_options.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/models/gpt.h"
-#include "deepshard/parallel/tensor_split.h"
 #include "deepshard/util/error.h"
 #include "train/training_run.h"
 
@@ -44,26 +43,6 @@ void declare_model_parallel(TrainingRun& run) {
   parallel::TensorParallelGpt* tp = run.tensor_parallel.get();
   run.engine->set_model_parallel(
       {run.axes->tensor.get(), [tp](const std::string& name) { return !tp->is_split(name); }});
-  // Checkpoints are the whole job's: every record a range of a whole parameter, the replicated
-  // parameters written by tensor rank 0 (docs/checkpoint.md, "Tensor-parallel layout").
-  const parallel::RankGrid& grid = run.axes->grid;
-  const int t = run.axes->tensor->rank(), n = run.axes->tensor->size();
-  zero::CheckpointLayout layout;
-  layout.job = &run.group;
-  layout.slice = [t, n](const std::string& name) {
-    checkpoint::TensorSlice slice;
-    slice.dim = parallel::tensor_split_dim(name);
-    // c_attn's q, k and v rows: three blocks, each split over the tensor ranks.
-    slice.blocks = parallel::tensor_split(name) == parallel::TensorSplit::kQkvRows ? 3 : 1;
-    slice.rank = t;
-    slice.size = n;
-    slice.writes = slice.dim >= 0 || t == 0;
-    return slice;
-  };
-  layout.data = grid.data_size();
-  layout.pipeline = grid.pipeline_size();
-  layout.tensor = grid.tensor_size();
-  run.engine->set_checkpoint_layout(std::move(layout));
 }
 
 }  // namespace deepshard::train

@@ -2,9 +2,9 @@
 // (train 20 = train 10, save, new processes, load, train 10: the same losses bit for bit) at every
 // stage, in bf16/fp16 and mid-PowerSGD-compression; resharding across world sizes and stages
 // (within 1e-4 of the uninterrupted run; also for the Llama model) and between tensor-parallel and
-// data-parallel layouts (tensor 2 x data 2 <-> data 4); a rank killed during a save
-// leaves the previous `latest` loadable; SIGTERM finishes the step, saves and exits 0; damaged or
-// foreign checkpoints fail naming the file.
+// data-parallel layouts (tensor 2 x data 2 <-> data 4, pipeline 2 <-> data 2); a rank killed during
+// a save leaves the previous `latest` loadable; SIGTERM finishes the step, saves and exits 0;
+// damaged or foreign checkpoints fail naming the file.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -200,11 +200,15 @@ TEST_F(CheckpointResumeTest, LlamaReshardsAcrossWorldSizesAndStages) {
   expect_same_losses(chained({&a, &b}), ref, "llama: N=2 stage 3 -> N=3 stage 1");
 }
 
-// {"tensor_parallel": {"size": 2}} merged with `more`.
-std::string tensor2(const std::string& more = "{}") {
-  nlohmann::json j = {{"tensor_parallel", {{"enabled", true}, {"size", 2}}}};
+// {"<section>": {"enabled": true, "<size_key>": 2}} merged with `more`.
+std::string two_way(const char* section, const char* size_key, const std::string& more) {
+  nlohmann::json j = {{section, {{"enabled", true}, {size_key, 2}}}};
   j.merge_patch(nlohmann::json::parse(more));
   return j.dump();
+}
+// Tensor parallelism of size 2.
+std::string tensor2(const std::string& more = "{}") {
+  return two_way("tensor_parallel", "size", more);
 }
 
 // Tensor 2 x data 2 (4 ranks, ZeRO stage 1) resumes at the same layout bit for bit; its manifest
@@ -288,6 +292,47 @@ TEST_F(CheckpointResumeTest, TensorParallelCheckpointErrorsNameTheFile) {
       missing.find(c + "/step3/rank_00003: missing shard file (the checkpoint was saved by 4"),
       std::string::npos)
       << missing;
+}
+
+// {"pipeline": {"stages": 2}} (the tiny GPT's 2 blocks: the embedding and block 0 on stage 0,
+// block 1 and the head on stage 1) merged with `more`.
+std::string pipeline2(const std::string& more = "{}") {
+  return two_way("pipeline", "stages", more);
+}
+
+// A pipeline of 2 stages resumes itself bit for bit (each stage writes its own parameters under
+// the whole model's names, the tied wte once, by the first stage), and reshards to data
+// parallelism, to pipeline 2 x data 2, and back, within 1e-4 of the single-rank losses.
+TEST_F(CheckpointResumeTest, PipelineResumesExactlyAndReshards) {
+  expect_exact_resume("pp2_s1", 1, pipeline2(), 2);
+  const auto manifest = nlohmann::json::parse(read_file(ckpt("pp2_s1") + "/step10/manifest.json"));
+  EXPECT_EQ(manifest.at("layout"), (nlohmann::json{{"data", 1}, {"pipeline", 2}, {"tensor", 1}}));
+  EXPECT_EQ(manifest.at("module_state"), "");
+
+  const Run reference = train("ppr_ref", 1, 4, 2, 20, extra(0, "", 0, ""));
+  ASSERT_EQ(reference.status, 0) << reference.output;
+  RunLosses ref;
+  ref.losses = reference.losses();
+  // Pipeline 2 at stage 0 (steps 1-10) -> data 2 at stage 1, and -> pipeline 2 x data 2 at stage 1.
+  const std::string c = ckpt("ppr");
+  const Run a = train("ppr_a", 2, 2, 4, 10, extra(0, c, 10, "", pipeline2()));
+  ASSERT_EQ(a.status, 0) << a.output;
+  const Run b = train("ppr_b", 2, 2, 2, 20, extra(1, c, 0, c + "/step10"));
+  ASSERT_EQ(b.status, 0) << b.output;
+  EXPECT_NE(b.output.find("saved by 2 rank(s) at ZeRO stage 0, data 1 x pipeline 2 x tensor 1"),
+            std::string::npos)
+      << b.output;
+  expect_same_losses(chained({&a, &b}), ref, "pipeline 2 stage 0 -> data 2 stage 1");
+  const Run b2 = train("ppr_b2", 4, 2, 2, 20, extra(1, c, 0, c + "/step10", pipeline2()));
+  ASSERT_EQ(b2.status, 0) << b2.output;
+  expect_same_losses(chained({&a, &b2}), ref, "pipeline 2 stage 0 -> pipeline 2 x data 2 stage 1");
+  // Data 2 at stage 1 (1-10) -> pipeline 2 at stage 1 (11-20).
+  const std::string c2 = ckpt("ppr2");
+  const Run d = train("ppr_d", 2, 2, 2, 10, extra(1, c2, 10, ""));
+  ASSERT_EQ(d.status, 0) << d.output;
+  const Run e = train("ppr_e", 2, 2, 4, 20, extra(1, c2, 0, "auto", pipeline2()));
+  ASSERT_EQ(e.status, 0) << e.output;
+  expect_same_losses(chained({&d, &e}), ref, "data 2 stage 1 -> pipeline 2 stage 1");
 }
 
 // kill -9 of a rank while it saves: the run fails, the previous `latest` stays and resumes exactly.
