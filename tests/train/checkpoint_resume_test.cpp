@@ -84,6 +84,16 @@ class CheckpointResumeTest : public ::testing::Test {
     return j.dump();
   }
 
+  // The losses of the uninterrupted single-rank run at stage 0, global batch 8 (4 x 2), 20 steps.
+  static RunLosses reference_losses(const std::string& name) {
+    const Run reference = train(name, 1, 4, 2, 20, extra(0, "", 0, ""));
+    EXPECT_EQ(reference.status, 0) << reference.output;
+    RunLosses out;
+    out.losses = reference.losses();
+    out.output = reference.output;
+    return out;
+  }
+
   // Train 20 uninterrupted; train 10 and save; resume in new processes and train 10 more
   // (`ranks` ranks, micro-batch 2, accumulation 2).
   static void expect_exact_resume(const std::string& name, int stage, const std::string& more,
@@ -240,10 +250,8 @@ TEST_F(CheckpointResumeTest, TensorParallelResumesExactly) {
 // Resharding between tensor-parallel and data-parallel layouts: each chain matches the
 // uninterrupted single-rank run within 1e-4 (global batch 8 throughout).
 TEST_F(CheckpointResumeTest, TensorParallelReshardsToDataParallelAndBack) {
-  const Run reference = train("tpr_ref", 1, 4, 2, 20, extra(0, "", 0, ""));
-  ASSERT_EQ(reference.status, 0) << reference.output;
-  RunLosses ref;
-  ref.losses = reference.losses();
+  const RunLosses ref = reference_losses("tpr_ref");
+  ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
   // Tensor 2 x data 2 at stage 1 (steps 1-10) -> data 4 at stage 3 (11-20), and -> tensor 2 alone
   // at stage 0 (11-20).
   const std::string c = ckpt("tpr");
@@ -309,10 +317,8 @@ TEST_F(CheckpointResumeTest, PipelineResumesExactlyAndReshards) {
   EXPECT_EQ(manifest.at("layout"), (nlohmann::json{{"data", 1}, {"pipeline", 2}, {"tensor", 1}}));
   EXPECT_EQ(manifest.at("module_state"), "");
 
-  const Run reference = train("ppr_ref", 1, 4, 2, 20, extra(0, "", 0, ""));
-  ASSERT_EQ(reference.status, 0) << reference.output;
-  RunLosses ref;
-  ref.losses = reference.losses();
+  const RunLosses ref = reference_losses("ppr_ref");
+  ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
   // Pipeline 2 at stage 0 (steps 1-10) -> data 2 at stage 1, and -> pipeline 2 x data 2 at stage 1.
   const std::string c = ckpt("ppr");
   const Run a = train("ppr_a", 2, 2, 4, 10, extra(0, c, 10, "", pipeline2()));
