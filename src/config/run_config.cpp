@@ -178,8 +178,6 @@ void refuse_with_tensor_parallel(RunConfig& run) {
          "sampling runs the whole model on rank 0");
   refuse(run.model.dropout > 0, "model.dropout=" + nlohmann::json(run.model.dropout).dump(),
          "dropout in the tensor region needs Megatron's model-parallel RNG tracker");
-  refuse(run.model.arch != "gpt", "model.arch=" + run.model.arch,
-         "tensor parallelism splits the GPT only so far");
 }
 
 }  // namespace

@@ -2,11 +2,15 @@
 // pipeline.stages > 1, the rank grid's groups (one per axis, sub-groups of the job's group) and
 // the data-parallel group the engine, the samplers and the batch arithmetic use; with
 // tensor_parallel.size > 1 the model split in place over this rank's tensor group
-// (parallel::TensorParallelGpt; the pipeline's stage is pipeline_setup.cpp's). Without either
-// nothing changes: the data group is the job's group and the loss the model's.
+// (parallel::TensorParallelGpt or TensorParallelLlama; the pipeline's stage is
+// pipeline_setup.cpp's). Without either nothing changes: the data group is the job's group and the
+// loss the model's.
 #include "deepshard/comm/transport_options.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/models/gpt.h"
+#include "deepshard/models/llama.h"
+#include "deepshard/parallel/tensor_parallel_gpt.h"
+#include "deepshard/parallel/tensor_parallel_llama.h"
 #include "deepshard/util/error.h"
 #include "train/training_run.h"
 
@@ -27,11 +31,17 @@ void build_tensor_parallel(TrainingRun& run) {
   if (run.axes->grid.tensor_size() <= 1) return;
   // Every tensor rank built the whole model with train.seed (the single-rank initialisation);
   // each keeps its slices.
-  auto gpt = std::dynamic_pointer_cast<models::GptImpl>(run.model);
-  DS_CHECK(gpt != nullptr, ConfigError, "tensor_parallel.size ", run.axes->grid.tensor_size(),
-           ": model.arch \"", run.config.model.arch, "\" is not split over tensor ranks yet");
-  run.tensor_parallel =
-      std::make_unique<parallel::TensorParallelGpt>(models::Gpt(gpt), *run.axes->tensor);
+  comm::Group& tensor = *run.axes->tensor;
+  if (auto gpt = std::dynamic_pointer_cast<models::GptImpl>(run.model)) {
+    run.tensor_parallel = std::make_unique<parallel::TensorParallelGpt>(models::Gpt(gpt), tensor);
+  } else if (auto llama = std::dynamic_pointer_cast<models::LlamaImpl>(run.model)) {
+    run.tensor_parallel =
+        std::make_unique<parallel::TensorParallelLlama>(models::Llama(llama), tensor);
+  } else {
+    throw ConfigError("tensor_parallel.size " + std::to_string(run.axes->grid.tensor_size()) +
+                      ": model.arch \"" + run.config.model.arch +
+                      "\" is not split over tensor ranks");
+  }
 }
 
 at::Tensor TrainingRun::loss(const at::Tensor& inputs, const at::Tensor& targets) {
@@ -40,7 +50,7 @@ at::Tensor TrainingRun::loss(const at::Tensor& inputs, const at::Tensor& targets
 
 void declare_model_parallel(TrainingRun& run) {
   if (!run.tensor_parallel) return;
-  parallel::TensorParallelGpt* tp = run.tensor_parallel.get();
+  parallel::TensorParallelModel* tp = run.tensor_parallel.get();
   run.engine->set_model_parallel(
       {run.axes->tensor.get(), [tp](const std::string& name) { return !tp->is_split(name); }});
 }

@@ -20,7 +20,7 @@
 #include "deepshard/models/causal_lm.h"
 #include "deepshard/parallel/pipeline_engine.h"
 #include "deepshard/parallel/process_groups.h"
-#include "deepshard/parallel/tensor_parallel_gpt.h"
+#include "deepshard/parallel/tensor_parallel_model.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/estimator.h"
@@ -57,7 +57,7 @@ struct TrainingRun {
   // (the engine's group, the samplers'), else the job's group.
   std::unique_ptr<parallel::ParallelGroups> axes;
   comm::GroupOptions axis_options;  // of the axes' groups (and the pipeline's links)
-  std::unique_ptr<parallel::TensorParallelGpt> tensor_parallel;
+  std::unique_ptr<parallel::TensorParallelModel> tensor_parallel;
   comm::Group* data_group;
   // build_pipeline (pipeline_setup.cpp): with pipeline.stages > 1 this rank's links to the
   // neighbouring stages and the 1F1B engine over its stage of the model; else null.
