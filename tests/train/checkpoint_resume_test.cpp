@@ -85,8 +85,8 @@ class CheckpointResumeTest : public ::testing::Test {
   }
 
   // The losses of the uninterrupted single-rank run at stage 0, global batch 8 (4 x 2), 20 steps.
-  static RunLosses reference_losses(const std::string& name) {
-    const Run reference = train(name, 1, 4, 2, 20, extra(0, "", 0, ""));
+  static RunLosses reference_losses(const std::string& name, const std::string& more = "{}") {
+    const Run reference = train(name, 1, 4, 2, 20, extra(0, "", 0, "", more));
     EXPECT_EQ(reference.status, 0) << reference.output;
     RunLosses out;
     out.losses = reference.losses();
@@ -300,6 +300,21 @@ TEST_F(CheckpointResumeTest, TensorParallelCheckpointErrorsNameTheFile) {
       missing.find(c + "/step3/rank_00003: missing shard file (the checkpoint was saved by 4"),
       std::string::npos)
       << missing;
+}
+
+// The tensor-parallel Llama (q/k/v, gate/up, o/down, the embedding and the untied head split by
+// parallel::tensor_split's rule): tensor 2 x data 2 at stage 1 (steps 1-10) -> data 2 at stage 3
+// (11-20) matches the uninterrupted single-rank run.
+TEST_F(CheckpointResumeTest, TensorParallelLlamaReshards) {
+  const RunLosses ref = reference_losses("tpl_ref", tiny_llama_section());
+  ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
+  const std::string c = ckpt("tpl");
+  const Run a =
+      train("tpl_a", 4, 2, 2, 10, tiny_llama_section("{}", extra(1, c, 10, "", tensor2())));
+  ASSERT_EQ(a.status, 0) << a.output;
+  const Run b = train("tpl_b", 2, 2, 2, 20, tiny_llama_section("{}", extra(3, c, 0, "auto")));
+  ASSERT_EQ(b.status, 0) << b.output;
+  expect_same_losses(chained({&a, &b}), ref, "llama: tensor 2 x data 2 stage 1 -> data 2 stage 3");
 }
 
 // {"pipeline": {"stages": 2}} (the tiny GPT's 2 blocks: the embedding and block 0 on stage 0,
