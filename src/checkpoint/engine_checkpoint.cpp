@@ -103,6 +103,22 @@ int64_t ParamInfo::numel() const {
   return n;
 }
 
+nlohmann::json param_to_json(const ParamInfo& p) {
+  nlohmann::json out = {{"name", p.name}, {"shape", p.shape}, {"dtype", p.dtype}};
+  if (p.split_dim >= 0) out["tensor_split"] = {{"dim", p.split_dim}, {"blocks", p.split_blocks}};
+  return out;
+}
+
+ParamInfo param_from_json(const nlohmann::json& j) {
+  ParamInfo p{j.at("name").get<std::string>(), j.at("shape").get<std::vector<int64_t>>(),
+              j.at("dtype").get<std::string>()};
+  if (j.contains("tensor_split")) {
+    p.split_dim = j.at("tensor_split").at("dim").get<int>();
+    p.split_blocks = j.at("tensor_split").at("blocks").get<int>();
+  }
+  return p;
+}
+
 std::string resolve_tag(const std::string& dir, const std::string& tag) {
   if (!tag.empty()) {
     const std::string path = tag_path(dir, tag);
@@ -131,11 +147,7 @@ CheckpointReader::CheckpointReader(std::string tag_dir) : dir_(std::move(tag_dir
                "; this build reads version ", kCheckpointFormatVersion);
       world_size_ = manifest_.at("world_size").get<int>();
       DS_CHECK(world_size_ >= 1, IoError, "world_size ", world_size_);
-      for (const auto& p : manifest_.at("parameters")) {
-        params_.push_back({p.at("name").get<std::string>(),
-                           p.at("shape").get<std::vector<int64_t>>(),
-                           p.at("dtype").get<std::string>()});
-      }
+      for (const auto& p : manifest_.at("parameters")) params_.push_back(param_from_json(p));
       manifest_.at("zero_stage").get<int>();
     } catch (const nlohmann::json::exception& e) {
       throw IoError(detail::concat(manifest_path, ": corrupt manifest: ", e.what()));
@@ -205,17 +217,42 @@ at::Tensor CheckpointReader::read_range(const std::string& name, StateKind kind,
   const ParamInfo& p = param(name);
   DS_CHECK(0 <= begin && begin <= end && end <= p.numel(), IoError, dir_, ": elements [", begin,
            ":", end, ") of '", name, "' requested; it has ", p.numel());
-  const auto& pieces = pieces_.at({name, kind});
-  for (const Piece& piece : pieces) {
+  for (const Piece& piece : pieces_.at({name, kind})) {
     // Loading at the saving layout: one record is the range (no copy).
     if (piece.begin == begin && piece.end == end) return files_[piece.file]->read(piece.record);
   }
-  at::Tensor out = at::empty({end - begin}, at::kFloat);
-  for (const Piece& piece : pieces) {
-    const int64_t lo = std::max(begin, piece.begin), hi = std::min(end, piece.end);
-    if (lo >= hi) continue;
-    const at::Tensor record = files_[piece.file]->read(piece.record);
-    out.narrow(0, lo - begin, hi - lo).copy_(record.narrow(0, lo - piece.begin, hi - lo));
+  return read_ranges(name, kind, {{begin, end}});
+}
+
+at::Tensor CheckpointReader::read_ranges(
+    const std::string& name, StateKind kind,
+    const std::vector<std::pair<int64_t, int64_t>>& ranges) const {
+  const ParamInfo& p = param(name);
+  // Where each range starts in the output.
+  std::vector<int64_t> at_out;
+  int64_t total = 0, previous_end = 0;
+  for (const auto& [b, e] : ranges) {
+    DS_CHECK(previous_end <= b && b <= e && e <= p.numel(), IoError, dir_, ": elements [", b, ":",
+             e, ") of '", name, "' requested (after ", previous_end, "); it has ", p.numel());
+    at_out.push_back(total);
+    total += e - b;
+    previous_end = e;
+  }
+  at::Tensor out = at::empty({total}, at::kFloat);
+  // Pieces and ranges are both sorted by begin: walk them together, reading each record that
+  // overlaps a range once.
+  size_t first = 0;
+  for (const Piece& piece : pieces_.at({name, kind})) {
+    while (first < ranges.size() && ranges[first].second <= piece.begin) ++first;
+    at::Tensor record;
+    for (size_t i = first; i < ranges.size() && ranges[i].first < piece.end; ++i) {
+      const int64_t lo = std::max(ranges[i].first, piece.begin);
+      const int64_t hi = std::min(ranges[i].second, piece.end);
+      if (lo >= hi) continue;
+      if (!record.defined()) record = files_[piece.file]->read(piece.record);
+      out.narrow(0, at_out[i] + lo - ranges[i].first, hi - lo)
+          .copy_(record.narrow(0, lo - piece.begin, hi - lo));
+    }
   }
   return out;
 }

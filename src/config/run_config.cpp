@@ -165,7 +165,7 @@ void check_model(ModelConfig& m, detail::Diagnostics& diag) {
 }
 
 // What a tensor-parallel run does not do yet (docs/parallel.md), added to the features the engine
-// refuses at start ("not supported yet: tensor_parallel.size=2 with train.save_interval=10 (...)").
+// refuses at start ("not supported yet: tensor_parallel.size=2 with bf16.enabled (...)").
 void refuse_with_tensor_parallel(RunConfig& run) {
   const int64_t tensor = run.parallel.tensor_parallel.effective_size();
   if (tensor <= 1) return;
@@ -174,12 +174,6 @@ void refuse_with_tensor_parallel(RunConfig& run) {
     if (asked) run.ds.other_features.push_back(with + key + " (" + why + "; docs/parallel.md)");
   };
   const auto& train = run.train;
-  const std::string no_checkpoints = "checkpoints of tensor-parallel runs are not built yet";
-  refuse(train.save_interval > 0, "train.save_interval=" + std::to_string(train.save_interval),
-         no_checkpoints);
-  refuse(!train.resume.empty(), "train.resume=" + train.resume, no_checkpoints);
-  refuse(!train.checkpoint_dir.empty(), "train.checkpoint_dir", no_checkpoints);
-  refuse(train.save_weights, "train.save_weights", "the weights are split over the tensor ranks");
   refuse(train.sample_tokens > 0, "train.sample_tokens=" + std::to_string(train.sample_tokens),
          "sampling runs the whole model on rank 0");
   refuse(run.model.dropout > 0, "model.dropout=" + nlohmann::json(run.model.dropout).dump(),

@@ -6,6 +6,7 @@
 
 #include "deepshard/checkpoint/engine_checkpoint.h"
 #include "deepshard/checkpoint/tag_directory.h"
+#include "deepshard/parallel/tensor_split.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
 #include "train/data_fingerprint.h"
@@ -47,9 +48,40 @@ int64_t resume_from(const config::TrainConfig& train, const std::string& checkpo
   }
   if (rank0)
     log::info("resumed from ", loaded.path, " (saved by ", loaded.saved_world_size,
-              " rank(s) at ZeRO stage ", loaded.saved_stage, ") at step ", step, " in ",
-              seconds_since(t0), " s");
+              " rank(s) at ZeRO stage ", loaded.saved_stage, ", ", loaded.saved_layout,
+              ") at step ", step, " in ", seconds_since(t0), " s");
   return step;
+}
+
+// With a rank grid, a checkpoint is the whole job's (docs/checkpoint.md, "Tensor-parallel layout",
+// "Pipeline layouts"): the protocol runs over the job's group, every record is a range of a whole
+// parameter (a tensor rank's slice maps to ranges by parallel::tensor_split's rule), and a
+// parameter held by several ranks is written by one: a replicated one by tensor rank 0, the tied
+// wte (held by the first and the last pipeline stage) by the first stage.
+void declare_checkpoint_layout(TrainingRun& run) {
+  if (!run.axes) return;
+  const parallel::RankGrid& grid = run.axes->grid;
+  const int t = run.axes->coord.tensor, n = grid.tensor_size();
+  const int stage = run.axes->coord.pipeline;
+  const bool pipeline = grid.pipeline_size() > 1;
+  zero::CheckpointLayout layout;
+  layout.job = &run.group;
+  layout.slice = [t, n, stage, pipeline](const std::string& name) {
+    checkpoint::TensorSlice slice;
+    if (n > 1) {
+      slice.dim = parallel::tensor_split_dim(name);
+      // c_attn's q, k and v rows: three blocks, each split over the tensor ranks.
+      slice.blocks = parallel::tensor_split(name) == parallel::TensorSplit::kQkvRows ? 3 : 1;
+      slice.rank = t;
+      slice.size = n;
+    }
+    slice.writes = (slice.dim >= 0 || t == 0) && !(pipeline && stage > 0 && name == "wte.weight");
+    return slice;
+  };
+  layout.data = grid.data_size();
+  layout.pipeline = grid.pipeline_size();
+  layout.tensor = n;
+  run.engine->set_checkpoint_layout(std::move(layout));
 }
 
 int64_t directory_bytes(const std::string& dir) {
@@ -102,6 +134,7 @@ class CheckpointHook : public StepHook {
 }  // namespace
 
 void resume(TrainingRun& run) {
+  declare_checkpoint_layout(run);
   const auto& train = run.config.train;
   run.checkpointing = train.save_interval > 0 || !train.checkpoint_dir.empty();
   run.checkpoint_dir =

@@ -67,7 +67,9 @@ nlohmann::json summary_json(const TrainingRun& run) {
 void finish_run(TrainingRun& run, const std::vector<std::unique_ptr<StepHook>>& hooks) {
   run.summary.peak_rss_bytes = gather_over_ranks(run.group, monitor::peak_rss_bytes());
   if (run.config.train.save_weights)
-    save_model_weights(*run.engine, *run.model, run.config.train.run_dir + "/model.safetensors");
+    save_model_weights(*run.engine, *run.model, run.config.model.arch,
+                       run.config.train.run_dir + "/model.safetensors", run.rank0,
+                       run.tensor_parallel.get());
   sample_text(run);
   if (!run.rank0) return;
   nlohmann::json out = summary_json(run);

@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include <map>
+
 #include "deepshard/checkpoint/hf_weights.h"
 #include "deepshard/util/error.h"
 
@@ -16,12 +18,18 @@ void check_weights_savable(const config::DsConfig& config) {
 }
 
 void save_model_weights(zero::Engine& engine, const models::CausalLmImpl& model,
-                        const std::string& path) {
+                        const std::string& arch, const std::string& path, bool writer,
+                        parallel::TensorParallelModel* tensor_parallel) {
   check_weights_savable(engine.config());
-  const bool writer = engine.group().rank() == 0;
   const at::ScalarType dtype = model.parameters().front().scalar_type();
   engine.with_full_parameters([&] {
-    if (writer) checkpoint::save_hf_safetensors(model, path, dtype);
+    if (!tensor_parallel) {
+      if (writer) checkpoint::save_hf_safetensors(model, path, dtype);
+      return;
+    }
+    std::map<std::string, at::Tensor> whole;
+    for (auto& [name, value] : tensor_parallel->gather_full_parameters()) whole[name] = value;
+    if (writer) checkpoint::save_hf_safetensors(arch, whole, path, dtype);
   });
 }
 

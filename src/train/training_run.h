@@ -144,7 +144,8 @@ double pipeline_step(TrainingRun& run, int64_t step, StepRecord& r);
 void build_data(TrainingRun& run);
 // engine_setup.cpp: the ZeRO engine, the memory estimate and report, the start banner.
 void build_engine(TrainingRun& run);
-// checkpointing.cpp: the checkpoint folder; train.resume loads a checkpoint (sets start_step).
+// checkpointing.cpp: the engine's checkpoint layout (with a rank grid), the checkpoint folder;
+// train.resume loads a checkpoint (sets start_step).
 void resume(TrainingRun& run);
 // train_step.cpp: one optimizer step (all micro-steps), the loss and stop flag agreed by all ranks.
 StepRecord train_one_step(TrainingRun& run, int64_t step);

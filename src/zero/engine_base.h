@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +52,7 @@ class EngineBase : public Engine {
   int64_t largest_unit_parameters() const override { return 0; }
   void set_model_parallel(ModelParallelAxis axis) override;
   void reduce_at_step(std::function<void()> before_reduction) override;
+  void set_checkpoint_layout(CheckpointLayout layout) override;
   void save_checkpoint(const std::string& dir, const std::string& tag,
                        const std::string& client_state_json = "{}") override;
   LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& tag = "") override;
@@ -135,6 +137,10 @@ class EngineBase : public Engine {
   void run_backward(const std::function<void()>& run);
   // global_grad_norm over the data group and the model-parallel axis (set_model_parallel).
   double model_parallel_grad_norm(const at::Tensor& reduced);
+  // The group the checkpoint protocol runs over: the layout's job, else the engine's group.
+  comm::Group& checkpoint_job();
+  // The manifest's "layout": {"data", "pipeline", "tensor"} sizes.
+  nlohmann::json checkpoint_layout_json() const;
   // Restores the buffers and frozen parameters a checkpoint saved (every rank reads them).
   void load_module_state(const checkpoint::CheckpointReader& reader);
   // Restores the PowerSGD state a checkpoint saved (compression_ is set).
@@ -147,6 +153,7 @@ class EngineBase : public Engine {
   ModelParallelAxis model_parallel_;  // group null: none
   // reduce_at_step: the reduction runs in the boundary step(), after this.
   std::function<void()> before_reduction_;
+  CheckpointLayout checkpoint_layout_;  // job null: the engine's group, whole parameters
 };
 
 }  // namespace deepshard::zero

@@ -6,6 +6,7 @@
 #include <ATen/core/Generator.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
@@ -40,16 +41,37 @@ std::string dtype_name(at::ScalarType type) {
   }
 }
 
-// The model's trainable parameters (tied ones once): the checkpoint's parameter table.
-std::vector<checkpoint::ParamInfo> parameter_table(torch::nn::Module& model) {
-  std::vector<checkpoint::ParamInfo> out;
+// One of this rank's trainable parameters as the checkpoint sees it: the whole parameter's entry
+// in the table (whole shape, how it is split) and the part of it this rank holds.
+struct LocalParam {
+  checkpoint::ParamInfo info;
+  checkpoint::TensorSlice slice;
+};
+
+// This rank's trainable parameters (tied ones once), in the model's order.
+std::vector<LocalParam> local_parameters(torch::nn::Module& model, const CheckpointLayout& layout) {
+  std::vector<LocalParam> out;
   std::unordered_set<const void*> seen;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
     if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
-    out.push_back({item.key(), p.sizes().vec(), dtype_name(p.scalar_type())});
+    const checkpoint::TensorSlice slice =
+        layout.slice ? layout.slice(item.key()) : checkpoint::TensorSlice{};
+    checkpoint::ParamInfo info{item.key(), checkpoint::whole_shape(p.sizes().vec(), slice),
+                               dtype_name(p.scalar_type())};
+    if (slice.split()) {
+      info.split_dim = slice.dim;
+      info.split_blocks = slice.blocks;
+    }
+    out.push_back({std::move(info), slice});
   }
   return out;
+}
+
+const LocalParam& find_local(const std::vector<LocalParam>& local, const std::string& name) {
+  for (const auto& p : local)
+    if (p.info.name == name) return p;
+  throw Error("checkpoint: the engine's state names '" + name + "', not a parameter of the model");
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -58,7 +80,32 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return out + "]";
 }
 
-// The checkpoint holds exactly the model's parameters, with the same shapes.
+// The whole model's parameter table: the union of every rank's parameters (a pipeline stage holds
+// only its own), in rank order, so in the model's order. Collective over `job`. Two ranks holding
+// the same parameter with different whole shapes is an Error (a layout bug).
+std::vector<checkpoint::ParamInfo> job_parameter_table(comm::Group& job,
+                                                       const std::vector<LocalParam>& local) {
+  nlohmann::json mine = nlohmann::json::array();
+  for (const auto& p : local) mine.push_back(checkpoint::param_to_json(p.info));
+  std::vector<checkpoint::ParamInfo> out;
+  for (const std::string& text : all_gather_text(job, mine.dump())) {
+    for (const auto& j : nlohmann::json::parse(text)) {
+      checkpoint::ParamInfo info = checkpoint::param_from_json(j);
+      auto it = std::find_if(out.begin(), out.end(),
+                             [&](const checkpoint::ParamInfo& p) { return p.name == info.name; });
+      if (it == out.end()) {
+        out.push_back(std::move(info));
+        continue;
+      }
+      DS_CHECK(it->shape == info.shape, Error, "checkpoint: parameter '", info.name, "' is ",
+               shape_text(it->shape), " on one rank and ", shape_text(info.shape),
+               " on another (whole shapes)");
+    }
+  }
+  return out;
+}
+
+// The checkpoint holds exactly the model's parameters, with the same (whole) shapes.
 void check_same_model(const checkpoint::CheckpointReader& reader,
                       const std::vector<checkpoint::ParamInfo>& model) {
   const std::string where = reader.path() + "/" + checkpoint::kManifestName;
@@ -79,6 +126,13 @@ void check_same_model(const checkpoint::CheckpointReader& reader,
     DS_CHECK(known, IoError, where, ": checkpoint of a different model: its parameter '", s.name,
              "' is not in this model");
   }
+}
+
+// "data 2 x pipeline 1 x tensor 2".
+std::string layout_text(const nlohmann::json& layout) {
+  return detail::concat("data ", layout.at("data").get<int>(), " x pipeline ",
+                        layout.at("pipeline").get<int>(), " x tensor ",
+                        layout.at("tensor").get<int>());
 }
 
 std::string to_hex(const at::Tensor& bytes) {
@@ -158,31 +212,64 @@ void EngineBase::load_module_state(const checkpoint::CheckpointReader& reader) {
   module_state_.load(reader.path() + "/" + file);
 }
 
+void EngineBase::set_checkpoint_layout(CheckpointLayout layout) {
+  DS_CHECK(layout.job != nullptr && layout.slice, Error,
+           "set_checkpoint_layout: no job group or no slice() function");
+  DS_CHECK(layout.data * layout.pipeline * layout.tensor == layout.job->size() &&
+               layout.data == group_.size(),
+           Error, "set_checkpoint_layout: data ", layout.data, " x pipeline ", layout.pipeline,
+           " x tensor ", layout.tensor, " for a job of ", layout.job->size(),
+           " ranks and an engine group of ", group_.size());
+  checkpoint_layout_ = std::move(layout);
+}
+
+comm::Group& EngineBase::checkpoint_job() {
+  return checkpoint_layout_.job ? *checkpoint_layout_.job : group_;
+}
+
+nlohmann::json EngineBase::checkpoint_layout_json() const {
+  const CheckpointLayout& l = checkpoint_layout_;
+  if (!l.job) return {{"data", group_.size()}, {"pipeline", 1}, {"tensor", 1}};
+  return {{"data", l.data}, {"pipeline", l.pipeline}, {"tensor", l.tensor}};
+}
+
 void EngineBase::save_checkpoint(const std::string& dir, const std::string& requested_tag,
                                  const std::string& client_state_json) {
   torch::NoGradGuard no_grad;
-  const std::string tag =
-      agree_on_save(group_, dir, requested_tag, config_.checkpoint.tag_validation);
+  // The protocol runs over the whole job (with model parallelism the engine's group is one data
+  // axis; docs/checkpoint.md).
+  comm::Group& job = checkpoint_job();
+  const std::string tag = agree_on_save(job, dir, requested_tag, config_.checkpoint.tag_validation);
   DS_CHECK(micro_steps_ % config_.gradient_accumulation_steps == 0, Error,
            "save_checkpoint: inside a gradient accumulation window (micro-step ",
            micro_steps_ % config_.gradient_accumulation_steps, " of ",
            config_.gradient_accumulation_steps, "); save after the step() that ends the window");
-  const int rank = group_.rank(), world = group_.size();
+  const int rank = job.rank(), world = job.size();
+  const std::vector<LocalParam> local = local_parameters(*model_, checkpoint_layout_);
+  const std::vector<checkpoint::ParamInfo> table = job_parameter_table(job, local);
   nlohmann::json client;
   std::string error = capture([&] {
     client = nlohmann::json::parse(client_state_json);
     DS_CHECK(client.is_object(), Error, "save_checkpoint: client state is not a JSON object");
     if (rank == 0) checkpoint::begin_tag(dir, tag);
   });
-  check_all_succeeded(group_, "save_checkpoint: preparing " + dir + "/" + tag + ".tmp", error);
+  check_all_succeeded(job, "save_checkpoint: preparing " + dir + "/" + tag + ".tmp", error);
   const std::string tmp_dir = checkpoint::tag_path(dir, tag + ".tmp");
 
   error = capture([&] {
     std::vector<checkpoint::StateRecord> records;
     for (const StatePiece& p : state_view(StateUse::kSave)) {
-      records.push_back({p.name, p.begin, p.end, StateKind::kFp32, p.master});
-      records.push_back({p.name, p.begin, p.end, StateKind::kExpAvg, p.exp_avg});
-      records.push_back({p.name, p.begin, p.end, StateKind::kExpAvgSq, p.exp_avg_sq});
+      const LocalParam& param = find_local(local, p.name);
+      if (!param.slice.writes) continue;  // another rank writes it (a replicated parameter)
+      // This rank's piece of its slice is one or more ranges of the whole parameter.
+      int64_t at = 0;
+      for (const auto& [b, e] :
+           checkpoint::whole_ranges(param.info.shape, param.slice, p.begin, p.end)) {
+        records.push_back({p.name, b, e, StateKind::kFp32, p.master.narrow(0, at, e - b)});
+        records.push_back({p.name, b, e, StateKind::kExpAvg, p.exp_avg.narrow(0, at, e - b)});
+        records.push_back({p.name, b, e, StateKind::kExpAvgSq, p.exp_avg_sq.narrow(0, at, e - b)});
+        at += e - b;
+      }
     }
     if (auto* faults = testing::fault_injection()) faults->before_shard_write(rank, tag);
     checkpoint::write_rank_shard(tmp_dir, rank, world, records);
@@ -192,7 +279,7 @@ void EngineBase::save_checkpoint(const std::string& dir, const std::string& requ
   });
   // Every rank's RNG state travels with its status.
   const auto reports =
-      all_gather_text(group_, nlohmann::json{{"error", error}, {"rng", cpu_rng_state()}}.dump());
+      all_gather_text(job, nlohmann::json{{"error", error}, {"rng", cpu_rng_state()}}.dump());
   std::string failures;
   std::vector<std::string> rng;
   for (size_t r = 0; r < reports.size(); ++r) {
@@ -209,8 +296,7 @@ void EngineBase::save_checkpoint(const std::string& dir, const std::string& requ
   error = capture([&] {
     if (rank != 0) return;
     nlohmann::json params = nlohmann::json::array();
-    for (const auto& p : parameter_table(*model_))
-      params.push_back({{"name", p.name}, {"shape", p.shape}, {"dtype", p.dtype}});
+    for (const auto& p : table) params.push_back(checkpoint::param_to_json(p));
     nlohmann::json shards = nlohmann::json::array();
     for (int r = 0; r < world; ++r) shards.push_back(checkpoint::shard_file_name(r));
     const auto& s = scaler_.state();
@@ -218,6 +304,7 @@ void EngineBase::save_checkpoint(const std::string& dir, const std::string& requ
                                {"format_version", checkpoint::kCheckpointFormatVersion},
                                {"tag", tag},
                                {"world_size", world},
+                               {"layout", checkpoint_layout_json()},
                                {"zero_stage", config_.zero.stage},
                                {"parameters", params},
                                {"shards", shards},
@@ -243,7 +330,7 @@ void EngineBase::save_checkpoint(const std::string& dir, const std::string& requ
     checkpoint::publish_tag(dir, tag);
   });
   if (rank == 0 && !error.empty()) checkpoint::abort_tag(dir, tag);
-  check_all_succeeded(group_, "save_checkpoint: publishing " + tmp_dir, error);
+  check_all_succeeded(job, "save_checkpoint: publishing " + tmp_dir, error);
 }
 
 void EngineBase::load_compression(const checkpoint::CheckpointReader& reader) {
@@ -262,31 +349,38 @@ void EngineBase::load_compression(const checkpoint::CheckpointReader& reader) {
 
 LoadedCheckpoint EngineBase::load_checkpoint(const std::string& dir, const std::string& tag) {
   torch::NoGradGuard no_grad;
+  comm::Group& job = checkpoint_job();
   std::string path;
   std::string error = capture([&] { path = checkpoint::resolve_tag(dir, tag); });
-  agree_on_operation(group_, detail::concat("load_checkpoint(dir '", dir, "', tag '", tag, "') -> ",
-                                            error.empty() ? path : "error: " + error));
-  check_all_succeeded(group_, "load_checkpoint", error);
+  agree_on_operation(job, detail::concat("load_checkpoint(dir '", dir, "', tag '", tag, "') -> ",
+                                         error.empty() ? path : "error: " + error));
+  check_all_succeeded(job, "load_checkpoint", error);
   DS_CHECK(micro_steps_ % config_.gradient_accumulation_steps == 0, Error,
            "load_checkpoint: inside a gradient accumulation window");
 
+  const std::vector<LocalParam> local = local_parameters(*model_, checkpoint_layout_);
+  const std::vector<checkpoint::ParamInfo> table = job_parameter_table(job, local);
   std::unique_ptr<checkpoint::CheckpointReader> reader;
   error = capture([&] {
     reader = std::make_unique<checkpoint::CheckpointReader>(path);
-    check_same_model(*reader, parameter_table(*model_));
+    check_same_model(*reader, table);
+    // Each piece of this rank's slice is read from the ranges of the whole parameter holding it,
+    // whatever layout saved them.
     for (const StatePiece& p : state_view(StateUse::kLoad)) {
-      p.master.copy_(reader->read_range(p.name, StateKind::kFp32, p.begin, p.end));
-      p.exp_avg.copy_(reader->read_range(p.name, StateKind::kExpAvg, p.begin, p.end));
-      p.exp_avg_sq.copy_(reader->read_range(p.name, StateKind::kExpAvgSq, p.begin, p.end));
+      const LocalParam& param = find_local(local, p.name);
+      const auto ranges = checkpoint::whole_ranges(param.info.shape, param.slice, p.begin, p.end);
+      p.master.copy_(reader->read_ranges(p.name, StateKind::kFp32, ranges));
+      p.exp_avg.copy_(reader->read_ranges(p.name, StateKind::kExpAvg, ranges));
+      p.exp_avg_sq.copy_(reader->read_ranges(p.name, StateKind::kExpAvgSq, ranges));
     }
   });
-  check_all_succeeded(group_, "load_checkpoint " + path, error);
+  check_all_succeeded(job, "load_checkpoint " + path, error);
   publish_loaded_state();
   error = capture([&] {
     load_module_state(*reader);
     if (compression_) load_compression(*reader);
   });
-  check_all_succeeded(group_, "load_checkpoint " + path, error);
+  check_all_succeeded(job, "load_checkpoint " + path, error);
 
   const nlohmann::json& m = reader->manifest();
   LoadedCheckpoint out;
@@ -307,14 +401,21 @@ LoadedCheckpoint EngineBase::load_checkpoint(const std::string& dir, const std::
     if (scaler_.is_dynamic() && ls.at("dynamic").get<bool>()) scaler_.set_state(state);
     out.saved_world_size = reader->world_size();
     out.saved_stage = reader->zero_stage();
-    if (out.saved_world_size == group_.size())
-      set_cpu_rng_state(m.at("rng").at("cpu").at(group_.rank()).get<std::string>());
+    // Checkpoints from before the layout field are data-parallel ones.
+    const nlohmann::json saved_layout =
+        m.contains("layout")
+            ? m.at("layout")
+            : nlohmann::json{{"data", out.saved_world_size}, {"pipeline", 1}, {"tensor", 1}};
+    out.saved_layout = layout_text(saved_layout);
+    // Rank r's RNG state is rank r's only on the same grid.
+    if (out.saved_world_size == job.size() && saved_layout == checkpoint_layout_json())
+      set_cpu_rng_state(m.at("rng").at("cpu").at(job.rank()).get<std::string>());
     out.path = path;
     out.tag = m.at("tag").get<std::string>();
     out.client_state_json = m.at("client_state").dump();
     out.global_steps = global_steps_;
   });
-  check_all_succeeded(group_, "load_checkpoint " + path, error);
+  check_all_succeeded(job, "load_checkpoint " + path, error);
   return out;
 }
 

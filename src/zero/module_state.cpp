@@ -14,7 +14,9 @@ ModuleState::ModuleState(torch::nn::Module& model) {
   std::unordered_set<const void*> seen;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
-    if (!p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second)
+    // A frozen parameter without elements is another pipeline stage's, released on this one
+    // (parallel/pipeline_stage.h): that stage trains and checkpoints it.
+    if (!p.requires_grad() && p.numel() > 0 && seen.insert(p.unsafeGetTensorImpl()).second)
       tensors_.emplace_back(item.key(), p);
   }
   for (const auto& item : model.named_buffers(/*recurse=*/true)) {

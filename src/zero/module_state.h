@@ -20,7 +20,8 @@ class ModuleState {
  public:
   ModuleState() = default;
   // The buffers (all of them) and frozen parameters of `model`, by their names in it (a tensor
-  // registered twice once).
+  // registered twice once). Frozen parameters without elements (another pipeline stage's,
+  // released on this rank) are not module state.
   explicit ModuleState(torch::nn::Module& model);
 
   bool empty() const { return tensors_.empty(); }

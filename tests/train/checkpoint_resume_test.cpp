@@ -1,9 +1,10 @@
 // Checkpoints end to end with real ranks (`deepshard launch -n N -- deepshard train`): exact resume
 // (train 20 = train 10, save, new processes, load, train 10: the same losses bit for bit) at every
 // stage, in bf16/fp16 and mid-PowerSGD-compression; resharding across world sizes and stages
-// (within 1e-4 of the uninterrupted run; also for the Llama model); a rank killed during a save
-// leaves the previous `latest` loadable; SIGTERM finishes the step, saves and exits 0; damaged or
-// foreign checkpoints fail naming the file.
+// (within 1e-4 of the uninterrupted run; also for the Llama model) and between tensor-parallel and
+// data-parallel layouts (tensor 2 x data 2 <-> data 4, pipeline 2 <-> data 2); a rank killed during
+// a save leaves the previous `latest` loadable; SIGTERM finishes the step, saves and exits 0;
+// damaged or foreign checkpoints fail naming the file.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 
 #include "deepshard/launch/subprocess.h"
 #include "train/llama_run.h"
@@ -82,14 +84,27 @@ class CheckpointResumeTest : public ::testing::Test {
     return j.dump();
   }
 
-  // Train 20 uninterrupted; train 10 and save; resume in new processes and train 10 more.
-  static void expect_exact_resume(const std::string& name, int stage, const std::string& more) {
-    const Run full = train(name + "_full", 2, 2, 2, 20, extra(stage, "", 0, "", more));
+  // The losses of the uninterrupted single-rank run at stage 0, global batch 8 (4 x 2), 20 steps.
+  static RunLosses reference_losses(const std::string& name, const std::string& more = "{}") {
+    const Run reference = train(name, 1, 4, 2, 20, extra(0, "", 0, "", more));
+    EXPECT_EQ(reference.status, 0) << reference.output;
+    RunLosses out;
+    out.losses = reference.losses();
+    out.output = reference.output;
+    return out;
+  }
+
+  // Train 20 uninterrupted; train 10 and save; resume in new processes and train 10 more
+  // (`ranks` ranks, micro-batch 2, accumulation 2).
+  static void expect_exact_resume(const std::string& name, int stage, const std::string& more,
+                                  int ranks = 2) {
+    const Run full = train(name + "_full", ranks, 2, 2, 20, extra(stage, "", 0, "", more));
     ASSERT_EQ(full.status, 0) << full.output;
-    const Run first = train(name + "_a", 2, 2, 2, 10, extra(stage, ckpt(name), 10, "", more));
+    const Run first = train(name + "_a", ranks, 2, 2, 10, extra(stage, ckpt(name), 10, "", more));
     ASSERT_EQ(first.status, 0) << first.output;
     EXPECT_TRUE(fs::exists(ckpt(name) + "/step10/manifest.json"));
-    const Run second = train(name + "_b", 2, 2, 2, 20, extra(stage, ckpt(name), 0, "auto", more));
+    const Run second =
+        train(name + "_b", ranks, 2, 2, 20, extra(stage, ckpt(name), 0, "auto", more));
     ASSERT_EQ(second.status, 0) << second.output;
     ASSERT_EQ(full.metrics.size(), 20u);
     ASSERT_EQ(second.metrics.size(), 10u) << second.output;
@@ -193,6 +208,152 @@ TEST_F(CheckpointResumeTest, LlamaReshardsAcrossWorldSizesAndStages) {
   RunLosses ref;
   ref.losses = reference.losses();
   expect_same_losses(chained({&a, &b}), ref, "llama: N=2 stage 3 -> N=3 stage 1");
+}
+
+// {"<section>": {"enabled": true, "<size_key>": 2}} merged with `more`.
+std::string two_way(const char* section, const char* size_key, const std::string& more) {
+  nlohmann::json j = {{section, {{"enabled", true}, {size_key, 2}}}};
+  j.merge_patch(nlohmann::json::parse(more));
+  return j.dump();
+}
+// Tensor parallelism of size 2.
+std::string tensor2(const std::string& more = "{}") {
+  return two_way("tensor_parallel", "size", more);
+}
+
+// Tensor 2 x data 2 (4 ranks, ZeRO stage 1) resumes at the same layout bit for bit; its manifest
+// has the whole model's table (whole shapes, the split of each parameter) and the layout, and its
+// consolidated weights (`deepshard convert`) are byte for byte what train.save_weights gathered.
+TEST_F(CheckpointResumeTest, TensorParallelResumesExactly) {
+  expect_exact_resume("tp2_dp2_s1", 1, tensor2(R"({"train": {"save_weights": true}})"), 4);
+  const auto manifest =
+      nlohmann::json::parse(read_file(ckpt("tp2_dp2_s1") + "/step10/manifest.json"));
+  EXPECT_EQ(manifest.at("world_size"), 4);
+  EXPECT_EQ(manifest.at("layout"), (nlohmann::json{{"data", 2}, {"pipeline", 1}, {"tensor", 2}}));
+  std::map<std::string, nlohmann::json> params;
+  for (const auto& p : manifest.at("parameters")) params[p.at("name")] = p;
+  EXPECT_EQ(params.at("h.0.attn.c_attn.weight").at("shape"), (nlohmann::json{192, 64}));
+  EXPECT_EQ(params.at("h.0.attn.c_attn.weight").at("tensor_split"),
+            (nlohmann::json{{"dim", 0}, {"blocks", 3}}));
+  EXPECT_EQ(params.at("h.1.mlp.c_proj.weight").at("shape"), (nlohmann::json{64, 256}));
+  EXPECT_EQ(params.at("h.1.mlp.c_proj.weight").at("tensor_split"),
+            (nlohmann::json{{"dim", 1}, {"blocks", 1}}));
+  EXPECT_EQ(params.at("wte.weight").at("tensor_split").at("dim"), 0);
+  EXPECT_FALSE(params.at("ln_f.weight").contains("tensor_split"));
+  const std::string out = dir_->file("tp2_dp2_s1.safetensors");
+  const auto converted =
+      run_deepshard({"convert", ckpt("tp2_dp2_s1"), "--to", "safetensors", out}, 60);
+  ASSERT_EQ(converted.exit_status, 0) << converted.output;
+  EXPECT_EQ(read_file(out), read_file(dir_->file("run_tp2_dp2_s1_a") + "/model.safetensors"));
+}
+
+// Resharding between tensor-parallel and data-parallel layouts: each chain matches the
+// uninterrupted single-rank run within 1e-4 (global batch 8 throughout).
+TEST_F(CheckpointResumeTest, TensorParallelReshardsToDataParallelAndBack) {
+  const RunLosses ref = reference_losses("tpr_ref");
+  ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
+  // Tensor 2 x data 2 at stage 1 (steps 1-10) -> data 4 at stage 3 (11-20), and -> tensor 2 alone
+  // at stage 0 (11-20).
+  const std::string c = ckpt("tpr");
+  const Run a = train("tpr_a", 4, 2, 2, 10, extra(1, c, 10, "", tensor2()));
+  ASSERT_EQ(a.status, 0) << a.output;
+  const Run b = train("tpr_b", 4, 1, 2, 20, extra(3, c, 0, "auto"));
+  ASSERT_EQ(b.status, 0) << b.output;
+  EXPECT_NE(b.output.find("saved by 4 rank(s) at ZeRO stage 1, data 2 x pipeline 1 x tensor 2"),
+            std::string::npos)
+      << b.output;
+  expect_same_losses(chained({&a, &b}), ref, "tensor 2 x data 2 stage 1 -> data 4 stage 3");
+  const Run b2 = train("tpr_b2", 2, 4, 2, 20, extra(0, c, 0, c + "/step10", tensor2()));
+  ASSERT_EQ(b2.status, 0) << b2.output;
+  expect_same_losses(chained({&a, &b2}), ref, "tensor 2 x data 2 stage 1 -> tensor 2 stage 0");
+  // Data 4 at stage 1 (1-10) -> tensor 2 x data 2 at stage 2 (11-20).
+  const std::string c2 = ckpt("tpr2");
+  const Run d = train("tpr_d", 4, 1, 2, 10, extra(1, c2, 10, ""));
+  ASSERT_EQ(d.status, 0) << d.output;
+  const Run e = train("tpr_e", 4, 2, 2, 20, extra(2, c2, 0, "auto", tensor2()));
+  ASSERT_EQ(e.status, 0) << e.output;
+  EXPECT_NE(e.output.find("saved by 4 rank(s) at ZeRO stage 1, data 4 x pipeline 1 x tensor 1"),
+            std::string::npos)
+      << e.output;
+  expect_same_losses(chained({&d, &e}), ref, "data 4 stage 1 -> tensor 2 x data 2 stage 2");
+}
+
+// A tensor-parallel checkpoint of another model shape, or with a rank's file missing, fails on
+// every rank naming the file.
+TEST_F(CheckpointResumeTest, TensorParallelCheckpointErrorsNameTheFile) {
+  const std::string c = ckpt("tperr");
+  const Run a = train("tperr_a", 4, 2, 2, 3, extra(1, c, 3, "", tensor2()));
+  ASSERT_EQ(a.status, 0) << a.output;
+  auto resume_error = [&](const std::string& name, const std::string& more) {
+    const Run r = train(name, 2, 4, 2, 5, extra(0, c, 0, "step3", tensor2(more)));
+    EXPECT_NE(r.status, 0) << r.output;
+    return r.output;
+  };
+  const std::string model = resume_error("tperr_model", R"({"model": {"n_embd": 32}})");
+  EXPECT_NE(model.find(c + "/step3/manifest.json: checkpoint of a different model: parameter '"),
+            std::string::npos)
+      << model;
+  EXPECT_NE(model.find("in the checkpoint but"), std::string::npos) << model;
+  fs::remove(c + "/step3/rank_00003");
+  const std::string missing = resume_error("tperr_missing", "{}");
+  EXPECT_NE(
+      missing.find(c + "/step3/rank_00003: missing shard file (the checkpoint was saved by 4"),
+      std::string::npos)
+      << missing;
+}
+
+// The tensor-parallel Llama (q/k/v, gate/up, o/down, the embedding and the untied head split by
+// parallel::tensor_split's rule): tensor 2 x data 2 at stage 1 (steps 1-10) -> data 2 at stage 3
+// (11-20) matches the uninterrupted single-rank run.
+TEST_F(CheckpointResumeTest, TensorParallelLlamaReshards) {
+  const RunLosses ref = reference_losses("tpl_ref", tiny_llama_section());
+  ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
+  const std::string c = ckpt("tpl");
+  const Run a =
+      train("tpl_a", 4, 2, 2, 10, tiny_llama_section("{}", extra(1, c, 10, "", tensor2())));
+  ASSERT_EQ(a.status, 0) << a.output;
+  const Run b = train("tpl_b", 2, 2, 2, 20, tiny_llama_section("{}", extra(3, c, 0, "auto")));
+  ASSERT_EQ(b.status, 0) << b.output;
+  expect_same_losses(chained({&a, &b}), ref, "llama: tensor 2 x data 2 stage 1 -> data 2 stage 3");
+}
+
+// {"pipeline": {"stages": 2}} (the tiny GPT's 2 blocks: the embedding and block 0 on stage 0,
+// block 1 and the head on stage 1) merged with `more`.
+std::string pipeline2(const std::string& more = "{}") {
+  return two_way("pipeline", "stages", more);
+}
+
+// A pipeline of 2 stages resumes itself bit for bit (each stage writes its own parameters under
+// the whole model's names, the tied wte once, by the first stage), and reshards to data
+// parallelism, to pipeline 2 x data 2, and back, within 1e-4 of the single-rank losses.
+TEST_F(CheckpointResumeTest, PipelineResumesExactlyAndReshards) {
+  expect_exact_resume("pp2_s1", 1, pipeline2(), 2);
+  const auto manifest = nlohmann::json::parse(read_file(ckpt("pp2_s1") + "/step10/manifest.json"));
+  EXPECT_EQ(manifest.at("layout"), (nlohmann::json{{"data", 1}, {"pipeline", 2}, {"tensor", 1}}));
+  EXPECT_EQ(manifest.at("module_state"), "");
+
+  const RunLosses ref = reference_losses("ppr_ref");
+  ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
+  // Pipeline 2 at stage 0 (steps 1-10) -> data 2 at stage 1, and -> pipeline 2 x data 2 at stage 1.
+  const std::string c = ckpt("ppr");
+  const Run a = train("ppr_a", 2, 2, 4, 10, extra(0, c, 10, "", pipeline2()));
+  ASSERT_EQ(a.status, 0) << a.output;
+  const Run b = train("ppr_b", 2, 2, 2, 20, extra(1, c, 0, c + "/step10"));
+  ASSERT_EQ(b.status, 0) << b.output;
+  EXPECT_NE(b.output.find("saved by 2 rank(s) at ZeRO stage 0, data 1 x pipeline 2 x tensor 1"),
+            std::string::npos)
+      << b.output;
+  expect_same_losses(chained({&a, &b}), ref, "pipeline 2 stage 0 -> data 2 stage 1");
+  const Run b2 = train("ppr_b2", 4, 2, 2, 20, extra(1, c, 0, c + "/step10", pipeline2()));
+  ASSERT_EQ(b2.status, 0) << b2.output;
+  expect_same_losses(chained({&a, &b2}), ref, "pipeline 2 stage 0 -> pipeline 2 x data 2 stage 1");
+  // Data 2 at stage 1 (1-10) -> pipeline 2 at stage 1 (11-20).
+  const std::string c2 = ckpt("ppr2");
+  const Run d = train("ppr_d", 2, 2, 2, 10, extra(1, c2, 10, ""));
+  ASSERT_EQ(d.status, 0) << d.output;
+  const Run e = train("ppr_e", 2, 2, 4, 20, extra(1, c2, 0, "auto", pipeline2()));
+  ASSERT_EQ(e.status, 0) << e.output;
+  expect_same_losses(chained({&d, &e}), ref, "data 2 stage 1 -> pipeline 2 stage 1");
 }
 
 // kill -9 of a rank while it saves: the run fails, the previous `latest` stays and resumes exactly.

@@ -17,6 +17,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace deepshard::checkpoint {
@@ -41,8 +42,17 @@ struct ParamInfo {
   std::string name;
   std::vector<int64_t> shape;
   std::string dtype;  // the model's dtype when saved ("float32", "bfloat16", "float16")
+  // How the saving run split it over its tensor ranks (tensor_slice.h; informational: records are
+  // ranges of the whole parameter whatever the split): dimension (-1 whole) and blocks along it.
+  int split_dim = -1;
+  int split_blocks = 1;
   int64_t numel() const;
 };
+
+// A parameter table entry as manifest.json holds it ({"name", "shape", "dtype"} and, when split,
+// "tensor_split": {"dim", "blocks"}), and back (nlohmann::json exceptions on a malformed entry).
+nlohmann::json param_to_json(const ParamInfo& p);
+ParamInfo param_from_json(const nlohmann::json& j);
 
 // One record to write: elements [begin, end) of a parameter's `kind` state (fp32, 1-D).
 struct StateRecord {
@@ -73,6 +83,11 @@ class CheckpointReader {
 
   // Elements [begin, end) of the flattened parameter's `kind` state, fp32 [end - begin].
   at::Tensor read_range(const std::string& param, StateKind kind, int64_t begin, int64_t end) const;
+  // The element ranges `ranges` (increasing, disjoint) of the parameter's `kind` state,
+  // concatenated: fp32 [sum of their lengths]. Each record overlapping them is read once (a
+  // tensor-parallel slice is many short ranges of the whole parameter).
+  at::Tensor read_ranges(const std::string& param, StateKind kind,
+                         const std::vector<std::pair<int64_t, int64_t>>& ranges) const;
   // Every parameter's fp32 master weights, full and shaped, by name.
   std::map<std::string, at::Tensor> consolidated_weights() const;
   // The client state saved with the checkpoint (a JSON object; the trainer's has "step" and

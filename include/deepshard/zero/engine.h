@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "deepshard/checkpoint/tensor_slice.h"
 #include "deepshard/comm/group.h"
 #include "deepshard/config/ds_config.h"
 #include "deepshard/zero/memory_ledger.h"
@@ -41,6 +42,7 @@ struct LoadedCheckpoint {
   int64_t global_steps = 0;
   int saved_world_size = 0;
   int saved_stage = 0;
+  std::string saved_layout;  // "data 2 x pipeline 1 x tensor 2" (the manifest's layout)
 };
 
 // Model parallelism (deepshard/parallel/, docs/parallel.md): the engine's group is the
@@ -57,6 +59,20 @@ struct ModelParallelAxis {
   comm::Group* group = nullptr;
   std::function<bool(const std::string& name)> replicated;
   std::function<bool(const std::string& name)> counted;
+};
+
+// A model-parallel job's checkpoints (docs/checkpoint.md, "Model-parallel layouts"): the engine's
+// group is one data-parallel axis, but a checkpoint is the whole job's. Given this, save and load
+// run their protocol (agreement, one shard file per rank of `job`, manifest, publish) over `job`,
+// the parameter table is the whole model's (the union over the job's ranks, whole shapes), and
+// every record is a range of a whole parameter's elements: `slice(name)` says which part of the
+// whole parameter this rank's `name` is and whether this rank writes it (one tensor rank writes a
+// replicated parameter). `data`, `pipeline`, `tensor`: the grid's sizes, written as the manifest's
+// layout (the RNG states are restored only when both the world size and the layout are the same).
+struct CheckpointLayout {
+  comm::Group* job = nullptr;
+  std::function<checkpoint::TensorSlice(const std::string& name)> slice;
+  int data = 1, pipeline = 1, tensor = 1;
 };
 
 // The user's engine. Implementations (one per stage) live behind it (src/zero/engine_base.h).
@@ -96,8 +112,8 @@ class Engine {
   virtual int64_t global_steps() const = 0;  // optimizer steps taken (incl. skipped)
   virtual int64_t skipped_steps() const = 0;
   virtual int64_t micro_steps() const = 0;
-  virtual double current_lr() const = 0;  // the rate the next update will use
-  virtual double loss_scale() const = 0;  // fp16's current scale; 1 otherwise
+  virtual double current_lr() const = 0;       // the rate the next update will use
+  virtual double loss_scale() const = 0;       // fp16's current scale; 1 otherwise
   virtual int64_t num_parameters() const = 0;  // trainable ones (tied once)
   virtual const config::DsConfig& config() const = 0;
   virtual comm::Group& group() = 0;
@@ -120,6 +136,9 @@ class Engine {
   // and 1 only (stage 2 reduces every micro-step, stage 3 gathers per unit): ConfigError naming
   // zero_optimization.stage otherwise. Call before the first backward.
   virtual void reduce_at_step(std::function<void()> before_reduction) = 0;
+  // Declares the job's layout for checkpoints (see CheckpointLayout) before the first save or
+  // load; every rank of the job calls it. Without it the job is the engine's group.
+  virtual void set_checkpoint_layout(CheckpointLayout layout) = 0;
 
   // Checkpoints (docs/checkpoint.md). Both are collective: every rank calls them with the same
   // arguments; the ranks first agree on the operation, directory and tag (a rank calling something
