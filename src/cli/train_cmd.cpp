@@ -85,6 +85,10 @@ int run_train_command(const Args& args) {
   if (info.rank == 0) {
     for (const auto& w : warnings) log::warn(w);
   }
+  // What the run refuses, on every rank before any rendezvous: each rank prints the refusal and
+  // exits on its own (after the rendezvous, the first rank to exit would close the store under
+  // the others, which then report the lost rank instead of the refusal).
+  config::check_supported(run.ds);
   if (const auto parallel = config::parse_parallel_config(json, origin);
       parallel.pipeline.enabled || parallel.tensor_parallel.enabled) {
     // The layout the pipeline/tensor_parallel sections ask for (the batch triple already counted
