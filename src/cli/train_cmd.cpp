@@ -92,10 +92,7 @@ int run_train_command(const Args& args) {
   if (const auto parallel = config::parse_parallel_config(json, origin);
       parallel.pipeline.enabled || parallel.tensor_parallel.enabled) {
     // The layout the pipeline/tensor_parallel sections ask for (the batch triple already counted
-    // its data-parallel size); the trainer makes the groups. What such a run refuses is refused
-    // here, before any rank communicates, so every rank names it (a rank failing after the
-    // rendezvous can stop the others first).
-    config::check_supported(run.ds);
+    // its data-parallel size); the trainer makes the groups.
     const auto grid = parallel::grid_from_config(parallel, info.world_size);
     if (info.rank == 0) log::info("rank grid: ", grid.describe());
   }
