@@ -23,12 +23,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#cases[@]} -gt 0 ] || cases=(small-n1 small-n2 peer-n2)
-scripts/setup.sh >/dev/null
-build_dir="${BUILD_DIR:-build}"
-ds="$build_dir/deepshard"
-DEEPSHARD="$ds" scripts/fetch_brown.sh data >/dev/null
-out_dir="$(mktemp -d)"
-trap 'rm -rf "$out_dir"' EXIT
+source scripts/bench_common.sh
+bench_brown_setup  # ds (built by scripts/setup.sh when missing), the Brown corpus, out_dir
 
 # case name -> "ranks micro extra --set arguments"; "peer" is the model of bench/peers (torch_peer_bench.py).
 peer="model.n_layer=4 model.n_head=4 model.n_embd=256 model.block_size=128"
