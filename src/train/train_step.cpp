@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <vector>
 
 #include "deepshard/util/error.h"
 #include "train/stop_signals.h"
@@ -49,14 +50,15 @@ StepRecord train_one_step(TrainingRun& run, int64_t step) {
   const double loss = run.pipeline ? pipeline_step(run, step, r) : micro_steps(run, step, r);
   DS_ASSERT(r.result.boundary, "the accumulation window did not end with the step");
   r.step_time = seconds_since(t0);
-  const double wait_share = run.pipeline ? run.pipeline->comm_wait_seconds() / r.step_time : 0.0;
   // The loss mean also tells every rank whether any rank was asked to stop (and, with a pipeline,
-  // the mean share of the step spent waiting on it).
-  auto shared = torch::tensor({loss, stop_requested() ? 1.0 : 0.0, wait_share}, torch::kDouble);
+  // the mean share of the step spent waiting on it; without one the message stays 2 doubles).
+  std::vector<double> message = {loss, stop_requested() ? 1.0 : 0.0};
+  if (run.pipeline) message.push_back(run.pipeline->comm_wait_seconds() / r.step_time);
+  auto shared = torch::tensor(message, torch::kDouble);
   run.group.all_reduce(shared, comm::ReduceOp::kAvg);
   r.loss = shared[0].item<double>();
   r.stop = shared[1].item<double>() > 0;
-  r.pipeline_wait_share = shared[2].item<double>();
+  if (run.pipeline) r.pipeline_wait_share = shared[2].item<double>();
   r.step = step + 1;
   r.first = step == run.start_step;
   r.last = r.step == run.config.train.steps;
