@@ -38,7 +38,7 @@ ParallelConfig parse_parallel(Section& root, DsConfig& config) {
   ParallelConfig p = read(root);
   const int64_t stages = p.pipeline.effective_stages();
   if (stages > 1) {
-    // A pipeline trains the GPT in fp32 at ZeRO stages 0 and 1 (docs/parallel.md).
+    // A pipeline trains the GPT and the Llama in fp32 at ZeRO stages 0 and 1 (docs/parallel.md).
     const std::string with = " with pipeline.stages=" + std::to_string(stages) + " (";
     if (config.zero.stage >= 2) {
       config.other_features.push_back(
@@ -95,8 +95,6 @@ void refuse_with_pipeline(RunConfig& run) {
          "recompute inside a pipeline stage is not built yet");
   refuse(!run.data.valid.empty(), "data.valid",
          "evaluation through the pipeline (a forward-only schedule) is not built yet");
-  refuse(run.model.arch != "gpt", "model.arch=" + run.model.arch,
-         "the pipeline splits the GPT only so far");
   // Checkpoints work with a pipeline and with tensor parallelism, each tested; not both at once.
   const int64_t tensor = run.parallel.tensor_parallel.effective_size();
   const std::string tp_too = "tensor_parallel.size=" + std::to_string(tensor) + " and";

@@ -1,5 +1,5 @@
-// The architecture-independent part of a causal language model (causal_lm.h): loss, sampling,
-// parameter count.
+// The architecture-independent part of a causal language model (causal_lm.h): forward from the
+// parts, loss, sampling, parameter count.
 #include "deepshard/models/causal_lm.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -13,10 +13,26 @@
 
 namespace deepshard::models {
 
+at::Tensor CausalLmImpl::forward(const at::Tensor& idx) {
+  at::Tensor x = embed(idx);
+  for (int64_t i = 0; i < num_layers(); ++i) x = run_layer(i, x);
+  return head(x);
+}
+
+void CausalLmImpl::check_tokens(const at::Tensor& idx) const {
+  DS_CHECK(idx.dim() == 2 && idx.scalar_type() == at::kLong, Error, arch(),
+           " forward: idx must be [B, T] int64, got ", idx.sizes(), " ", idx.scalar_type());
+  DS_CHECK(idx.size(1) <= context_length(), Error, arch(), " forward: sequence length ",
+           idx.size(1), " exceeds block_size ", context_length());
+}
+
 at::Tensor CausalLmImpl::loss(const at::Tensor& idx, const at::Tensor& targets) {
   DS_CHECK(targets.sizes() == idx.sizes(), Error, arch(), " loss: targets ", targets.sizes(),
            " do not match idx ", idx.sizes());
-  const at::Tensor logits = forward(idx);
+  return loss_of_logits(forward(idx), targets);
+}
+
+at::Tensor CausalLmImpl::loss_of_logits(const at::Tensor& logits, const at::Tensor& targets) {
   const at::Tensor flat = logits.view({-1, logits.size(-1)});
   if (fused_loss()) return kernels::cross_entropy(flat, targets.reshape({-1}));
   return torch::nn::functional::cross_entropy(flat.to(at::kFloat), targets.reshape({-1}));

@@ -38,23 +38,21 @@ GptImpl::GptImpl(const GptConfig& config, uint64_t seed, const BlockBuilt& on_bl
   init.init(*ln_f, "ln_f");
 }
 
-at::Tensor GptImpl::run_block(int64_t i, const at::Tensor& x) {
+at::Tensor GptImpl::run_layer(int64_t i, const at::Tensor& x) {
   return unit_calls_(size_t(i), [&] {
     return block_runner_ ? block_runner_(i, blocks[i], x) : blocks[i]->forward(x);
   });
 }
 
-at::Tensor GptImpl::forward(const at::Tensor& idx) {
-  DS_CHECK(idx.dim() == 2 && idx.scalar_type() == at::kLong, Error,
-           "GPT forward: idx must be [B, T] int64, got ", idx.sizes(), " ", idx.scalar_type());
-  const int64_t seq = idx.size(1);
-  DS_CHECK(seq <= config_.block_size, Error, "GPT forward: sequence length ", seq,
-           " exceeds block_size ", config_.block_size);
-  const at::Tensor pos = torch::arange(seq, idx.options());
-  at::Tensor x = torch::dropout(wte(idx) + wpe(pos), config_.dropout, is_training());
-  for (int64_t i = 0; i < int64_t(blocks.size()); ++i) x = run_block(i, x);
+at::Tensor GptImpl::embed(const at::Tensor& idx) {
+  check_tokens(idx);
+  const at::Tensor pos = torch::arange(idx.size(1), idx.options());
+  return torch::dropout(wte(idx) + wpe(pos), config_.dropout, is_training());
+}
+
+at::Tensor GptImpl::head(const at::Tensor& hidden) {
   // The head reuses wte's weight ([vocab, C]): logits = ln_f(x) wte^T.
-  const at::Tensor xf = apply_layer_norm(ln_f, x, config_.fused_kernels);
+  const at::Tensor xf = apply_layer_norm(ln_f, hidden, config_.fused_kernels);
   return config_.fused_kernels ? kernels::linear(xf, wte->weight) : torch::linear(xf, wte->weight);
 }
 

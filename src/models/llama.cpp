@@ -1,6 +1,6 @@
 // The Llama model (llama.h): the body (embeddings, the decoder layers through the model's unit
-// calls, final norm), the head (untied, or the embeddings with tie_word_embeddings), the sharding
-// plan and the seeded initialisation.
+// calls and the layer runner, final norm), the head (untied, or the embeddings with
+// tie_word_embeddings), the sharding plan and the seeded initialisation.
 #include "deepshard/models/llama.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -87,17 +87,20 @@ LlamaImpl::LlamaImpl(const LlamaConfig& config, uint64_t seed,
   }
 }
 
-at::Tensor LlamaImpl::forward(const at::Tensor& idx) {
-  DS_CHECK(idx.dim() == 2 && idx.scalar_type() == at::kLong, Error,
-           "Llama forward: idx must be [B, T] int64, got ", idx.sizes(), " ", idx.scalar_type());
-  DS_CHECK(idx.size(1) <= config_.block_size, Error, "Llama forward: sequence length ", idx.size(1),
-           " exceeds block_size ", config_.block_size);
-  at::Tensor x = model->embed_tokens(idx);
+at::Tensor LlamaImpl::embed(const at::Tensor& idx) {
+  check_tokens(idx);
+  return model->embed_tokens(idx);
+}
+
+at::Tensor LlamaImpl::run_layer(int64_t i, const at::Tensor& x) {
   auto& blocks = model->blocks;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    x = unit_calls_(i, [&] { return blocks[i]->forward(x); });
-  }
-  x = model->norm(x);
+  return unit_calls_(size_t(i), [&] {
+    return layer_runner_ ? layer_runner_(i, blocks[i], x) : blocks[i]->forward(x);
+  });
+}
+
+at::Tensor LlamaImpl::head(const at::Tensor& hidden) {
+  const at::Tensor x = model->norm(hidden);
   if (lm_head) return apply_linear(lm_head, x, config_.fused_kernels);
   return config_.fused_kernels ? kernels::linear(x, model->embed_tokens->weight)
                                : torch::linear(x, model->embed_tokens->weight);

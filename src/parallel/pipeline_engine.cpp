@@ -1,5 +1,5 @@
-// PipelineEngine: one optimizer step's micro-batches through a GPT stage in 1F1B order, the tied
-// embedding's gradients summed, the all-stage gradient norm (pipeline_engine.h).
+// PipelineEngine: one optimizer step's micro-batches through a model's stage in 1F1B order, the
+// tied embedding's gradients summed, the all-stage gradient norm (pipeline_engine.h).
 #include "deepshard/parallel/pipeline_engine.h"
 
 #include <torch/torch.h>
@@ -26,9 +26,9 @@ void timed(double& seconds, Fn&& fn) {
 
 }  // namespace
 
-PipelineEngine::PipelineEngine(models::Gpt model, PartitionMethod method, PipeLinks& links,
-                               comm::Group& pipeline, TensorParallelGpt* tensor)
-    : partition_(partition_gpt(model, method, links.stages())),
+PipelineEngine::PipelineEngine(std::shared_ptr<models::CausalLmImpl> model, PartitionMethod method,
+                               PipeLinks& links, comm::Group& pipeline, TensorParallelModel* tensor)
+    : partition_(partition_model(*model, method, links.stages())),
       stage_(std::move(model), partition_, links.stage(), tensor),
       links_(links),
       pipeline_(pipeline) {
@@ -42,7 +42,7 @@ double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro, const B
   bubble_ = parallel::bubble_fraction(links_.stages(), m);
   const auto t0 = Clock::now();
   wait_s_ = 0.0;
-  const int64_t width = stage_.model()->config().n_embd;
+  const int64_t width = stage_.hidden_size();
   const auto dtype = stage_.parameters().front().scalar_type();
   // Per micro-batch: the stage's input (its gradient goes back) and its output (or the loss).
   std::vector<at::Tensor> inputs(m), outputs(m);
@@ -98,10 +98,11 @@ void PipelineEngine::reduce_tied_gradients() {
   comm::Group* tied = links_.tied();
   if (tied == nullptr) return;
   timed(wait_s_, [&] {
-    const at::Tensor& wte = stage_.model()->wte->weight;
-    DS_ASSERT(wte.grad().defined() && wte.grad().is_contiguous(),
+    const at::Tensor weight = stage_.tied_weight();
+    if (!weight.defined()) return;  // an untied head
+    DS_ASSERT(weight.grad().defined() && weight.grad().is_contiguous(),
               "tied embedding without a contiguous gradient");
-    tied->all_reduce(wte.grad(), comm::ReduceOp::kSum);
+    tied->all_reduce(weight.grad(), comm::ReduceOp::kSum);
   });
 }
 
@@ -110,7 +111,7 @@ double PipelineEngine::global_grad_norm() {
   for (const auto& [name, p] : stage_.named_parameters()) {
     if (!p.grad().defined()) continue;
     // The tied embedding's two copies hold the same summed gradient: counted on the first stage.
-    if (name == "wte.weight" && !links_.is_first()) continue;
+    if (name == stage_.tied_name() && !links_.is_first()) continue;
     squares += at::linalg_vector_norm(p.grad(), 2, {}, false, at::kDouble).square().item<double>();
   }
   at::Tensor total = at::full({1}, squares, at::kDouble);

@@ -1,107 +1,139 @@
-// GptStage: the parameters a pipeline stage of a GPT keeps and its part of the forward pass
+// PipelineStage: where a model's parameters sit in its forward pass (embedding, layer i, head),
+// the partition by their counts, the parameters a stage keeps and its part of the forward pass
 // (pipeline_stage.h).
 #include "deepshard/parallel/pipeline_stage.h"
 
 #include <torch/torch.h>
 
-#include "deepshard/kernels/fused_ops.h"
-#include "deepshard/kernels/linear.h"
+#include <algorithm>
+#include <unordered_map>
+
 #include "deepshard/util/error.h"
-#include "models/layer_norm_call.h"
 
 namespace deepshard::parallel {
 namespace {
 
-int64_t numel_of(torch::nn::Module& module) {
-  int64_t n = 0;
-  for (const at::Tensor& p : module.parameters()) n += p.numel();
-  return n;
-}
+constexpr int64_t kEmbedding = -1, kHead = -2;
 
-// Block index of a parameter name "h.<i>.…", or -1.
-int64_t block_of(const std::string& name) {
-  if (name.rfind("h.", 0) != 0) return -1;
-  return std::stoll(name.substr(2, name.find('.', 2) - 2));
-}
+// Every parameter of `model` (named, in its order) with its place in the forward pass: its layer
+// (unit i of the sharding plan), kEmbedding (embedding_parameters()) or kHead (the rest); and the
+// tied embedding weight's name ("" when untied).
+struct ParameterPlaces {
+  std::vector<std::pair<std::string, at::Tensor>> params;
+  std::vector<int64_t> place;
+  std::string tied;
+  int64_t layers = 0;
+
+  explicit ParameterPlaces(models::CausalLmImpl& model) {
+    const sharding::ShardingPlan plan = model.sharding_plan();
+    layers = static_cast<int64_t>(plan.units().size());
+    DS_ASSERT(layers == model.num_layers(), "sharding plan of ", layers, " units for a model of ",
+              model.num_layers(), " layers");
+    std::unordered_map<const c10::TensorImpl*, int64_t> layer_of;
+    for (int64_t i = 0; i < layers; ++i) {
+      for (const at::Tensor& p : plan.units()[i].module->parameters())
+        layer_of[p.unsafeGetTensorImpl()] = i;
+    }
+    const std::vector<std::string> embedding = model.embedding_parameters();
+    DS_ASSERT(plan.tied().size() <= 1, "a pipeline stage ties one embedding to the head at most");
+    if (!plan.tied().empty()) tied = plan.tied().front().param;
+    for (auto& item : model.named_parameters()) {
+      const auto layer = layer_of.find(item.value().unsafeGetTensorImpl());
+      const bool embeds =
+          std::find(embedding.begin(), embedding.end(), item.key()) != embedding.end();
+      params.emplace_back(item.key(), item.value());
+      place.push_back(layer != layer_of.end() ? layer->second : embeds ? kEmbedding : kHead);
+    }
+    DS_ASSERT(
+        tied.empty() || std::find(embedding.begin(), embedding.end(), tied) != embedding.end(),
+        "the tied parameter ", tied, " is not an embedding parameter");
+  }
+};
 
 }  // namespace
 
-StagePartition partition_gpt(models::Gpt& model, PartitionMethod method, int stages) {
-  const int64_t blocks = static_cast<int64_t>(model->blocks.size());
-  if (method == PartitionMethod::kUniform) return partition_uniform(blocks, stages);
-  std::vector<int64_t> counts;
-  for (auto& block : model->blocks) counts.push_back(numel_of(*block));
-  const int64_t wte = model->wte->weight.numel();
-  return partition_parameters(wte + model->wpe->weight.numel(), counts,
-                              numel_of(*model->ln_f) + wte, stages);
+StagePartition partition_model(models::CausalLmImpl& model, PartitionMethod method, int stages) {
+  const ParameterPlaces places(model);
+  if (method == PartitionMethod::kUniform) return partition_uniform(places.layers, stages);
+  int64_t embedding = 0, head = 0;
+  std::vector<int64_t> layers(places.layers, 0);
+  for (size_t i = 0; i < places.params.size(); ++i) {
+    const int64_t n = places.params[i].second.numel();
+    const int64_t at = places.place[i];
+    if (at >= 0) {
+      layers[at] += n;
+    } else {
+      (at == kEmbedding ? embedding : head) += n;
+      if (places.params[i].first == places.tied) head += n;  // the last stage's copy
+    }
+  }
+  return partition_parameters(embedding, layers, head, stages);
 }
 
-GptStage::GptStage(models::Gpt model, const StagePartition& partition, int stage,
-                   TensorParallelGpt* tensor)
-    : model_(std::move(model)),
-      tensor_(tensor),
-      stage_(stage),
-      stages_(partition.stages()),
-      block_begin_(partition.begin(stage)),
-      block_end_(partition.end(stage)) {
-  DS_ASSERT(static_cast<int64_t>(model_->blocks.size()) == partition.block_begin.back(),
-            "partition of ", partition.block_begin.back(), " blocks for a model of ",
-            model_->blocks.size());
+PipelineStage::PipelineStage(std::shared_ptr<models::CausalLmImpl> model,
+                             const StagePartition& partition, int stage,
+                             TensorParallelModel* tensor)
+    : model_(std::move(model)), tensor_(tensor), partition_(partition), stage_(stage) {
+  const ParameterPlaces places(*model_);
+  DS_ASSERT(places.layers == partition.block_begin.back(), "partition of ",
+            partition.block_begin.back(), " layers for a model of ", places.layers);
+  DS_ASSERT(stage >= 0 && stage < partition.stages(), "stage ", stage, " of ", partition.stages());
+  DS_ASSERT(tensor == nullptr || &tensor->causal_lm() == model_.get(),
+            "a tensor-parallel model over another model");
+  tied_ = places.tied;
   torch::NoGradGuard no_grad;
-  for (auto& item : model_->named_parameters()) {
-    if (holds(item.key())) {
-      params_.emplace_back(item.key(), item.value());
+  for (size_t i = 0; i < places.params.size(); ++i) {
+    const auto& [name, p] = places.params[i];
+    const int64_t at = places.place[i];
+    const bool held =
+        at >= 0 ? at >= partition.begin(stage) && at < partition.end(stage)
+                : (at == kEmbedding && is_first()) || (is_last() && (at == kHead || name == tied_));
+    if (held) {
+      params_.emplace_back(name, p);
     } else {
       // Released and frozen: an engine over the whole module flattens the stage's parameters only.
-      item.value().set_data(at::empty({0}, item.value().options()));
-      item.value().set_requires_grad(false);
+      at::Tensor released = p;
+      released.set_data(at::empty({0}, p.options()));
+      released.set_requires_grad(false);
     }
   }
 }
 
-bool GptStage::holds(const std::string& name) const {
-  const int64_t block = block_of(name);
-  if (block >= 0) return block >= block_begin_ && block < block_end_;
-  if (name == "wte.weight") return is_first() || is_last();
-  if (name.rfind("wpe.", 0) == 0) return is_first();
-  return is_last();  // ln_f
+bool PipelineStage::holds(const std::string& name) const {
+  for (const auto& item : params_)
+    if (item.first == name) return true;
+  return false;
 }
 
-std::vector<at::Tensor> GptStage::parameters() const {
+std::vector<at::Tensor> PipelineStage::parameters() const {
   std::vector<at::Tensor> out;
   for (const auto& item : params_) out.push_back(item.second);
   return out;
 }
 
-at::Tensor GptStage::forward(const at::Tensor& input) {
-  auto& gpt = *model_;
+at::Tensor PipelineStage::tied_weight() const {
+  for (const auto& item : params_)
+    if (item.first == tied_) return item.second;
+  return at::Tensor();
+}
+
+at::Tensor PipelineStage::forward(const at::Tensor& input) {
   at::Tensor x = input;
-  if (is_first()) {
-    DS_CHECK(input.dim() == 2 && input.scalar_type() == at::kLong, Error,
-             "pipeline stage 0: idx must be [B, T] int64, got ", input.sizes());
-    DS_CHECK(input.size(1) <= gpt.config().block_size, Error, "pipeline stage 0: sequence length ",
-             input.size(1), " exceeds block_size ", gpt.config().block_size);
-    const at::Tensor pos = torch::arange(input.size(1), input.options());
-    x = tensor_ ? tensor_->embed(input)
-                : torch::dropout(gpt.wte(input) + gpt.wpe(pos), gpt.config().dropout,
-                                 gpt.is_training());
+  if (is_first() && tensor_) {
+    model_->check_tokens(input);
+    x = tensor_->embed(input);
+  } else if (is_first()) {
+    x = model_->embed(input);  // checks the tokens
   }
-  for (int64_t i = block_begin_; i < block_end_; ++i) x = gpt.run_block(i, x);
+  for (int64_t i = partition_.begin(stage_); i < partition_.end(stage_); ++i)
+    x = model_->run_layer(i, x);
   return x;
 }
 
-at::Tensor GptStage::loss(const at::Tensor& hidden, const at::Tensor& targets) {
+at::Tensor PipelineStage::loss(const at::Tensor& hidden, const at::Tensor& targets) {
   DS_ASSERT(is_last(), "the loss is the last stage's");
   if (tensor_) return tensor_->head_loss(hidden, targets);
-  auto& gpt = *model_;
-  const bool fused = gpt.config().fused_kernels;
-  // As models::Gpt's head: ln_f, then the tied wte (kernels::linear with the fused kernels).
-  const at::Tensor x = models::apply_layer_norm(gpt.ln_f, hidden, fused);
-  const at::Tensor logits =
-      fused ? kernels::linear(x, gpt.wte->weight) : torch::linear(x, gpt.wte->weight);
-  const at::Tensor flat = logits.view({-1, logits.size(-1)});
-  if (fused) return kernels::cross_entropy(flat, targets.reshape({-1}));
-  return torch::nn::functional::cross_entropy(flat.to(at::kFloat), targets.reshape({-1}));
+  return model_->loss_of_logits(model_->head(hidden), targets);
 }
 
 }  // namespace deepshard::parallel

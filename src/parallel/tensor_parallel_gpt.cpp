@@ -69,16 +69,6 @@ at::Tensor TensorParallelGpt::block_forward(models::Block& block, const at::Tens
   return h + down;
 }
 
-at::Tensor TensorParallelGpt::loss(const at::Tensor& idx, const at::Tensor& targets) {
-  check_batch(idx, targets);
-  auto& gpt = *model_;
-  at::Tensor x = embed(idx);
-  for (size_t i = 0; i < gpt.blocks.size(); ++i) {
-    x = gpt.unit_calls()(i, [&] { return checkpointed_block(gpt.blocks[i], x); });
-  }
-  return head_loss(x, targets);
-}
-
 at::Tensor TensorParallelGpt::embed(const at::Tensor& idx) {
   auto& gpt = *model_;
   const at::Tensor pos = torch::arange(idx.size(1), idx.options());

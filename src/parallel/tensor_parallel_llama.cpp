@@ -29,6 +29,12 @@ TensorParallelLlama::TensorParallelLlama(models::Llama model, comm::Group& tenso
   require_divisible(tensor, "intermediate_size", c.intermediate_size,
                     "the MLP's gate/up rows are split over the tensor ranks");
   keep_slices();
+  // Each layer is one activation-checkpoint region (as in TensorParallelGpt).
+  model_->set_layer_runner([this](int64_t, models::LlamaBlock& block, const at::Tensor& x) {
+    models::LlamaBlock held = block;
+    return activation::checkpoint(
+        [this, held](const at::Tensor& in) mutable { return block_forward(held, in); }, x);
+  });
 }
 
 at::Tensor TensorParallelLlama::block_forward(models::LlamaBlock& block, const at::Tensor& x) {
@@ -53,29 +59,22 @@ at::Tensor TensorParallelLlama::block_forward(models::LlamaBlock& block, const a
   return h + reduce_from_tensor_region(project(gated, mlp.down_proj->weight, fused), tensor);
 }
 
-at::Tensor TensorParallelLlama::loss(const at::Tensor& idx, const at::Tensor& targets) {
-  const auto& c = model_->config();
-  check_batch(idx, targets);
-  comm::Group& tensor = tensor_group();
+at::Tensor TensorParallelLlama::embed(const at::Tensor& idx) {
+  return vocab_parallel_embedding(idx, model_->model->embed_tokens->weight, vocab_start(),
+                                  tensor_group());
+}
+
+at::Tensor TensorParallelLlama::head_loss(const at::Tensor& hidden, const at::Tensor& targets) {
   auto& llama = *model_;
-  auto& body = *llama.model;
-  const at::Tensor& embedding = body.embed_tokens->weight;
-  at::Tensor x = vocab_parallel_embedding(idx, embedding, vocab_start(), tensor);
-  for (size_t i = 0; i < body.blocks.size(); ++i) {
-    // Each block is one activation-checkpoint region (as in TensorParallelGpt).
-    models::LlamaBlock block = body.blocks[i];
-    x = llama.unit_calls()(i, [&] {
-      return activation::checkpoint(
-          [this, block](const at::Tensor& in) mutable { return block_forward(block, in); }, x);
-    });
-  }
   // The head (untied, or embed_tokens' rows) holds this rank's vocabulary rows: logits
   // [B, T, V/T], never gathered.
-  const at::Tensor& head = llama.lm_head ? llama.lm_head->weight : embedding;
+  const at::Tensor& head =
+      llama.lm_head ? llama.lm_head->weight : llama.model->embed_tokens->weight;
   const at::Tensor logits =
-      project(copy_to_tensor_region(body.norm(x), tensor), head, c.fused_kernels);
+      project(copy_to_tensor_region(llama.model->norm(hidden), tensor_group()), head,
+              llama.config().fused_kernels);
   return vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
-                                      vocab_start(), tensor);
+                                      vocab_start(), tensor_group());
 }
 
 }  // namespace deepshard::parallel

@@ -1,5 +1,6 @@
-// The shared part of the tensor-parallel models (tensor_parallel_model.h): the in-place split of
-// the whole model into this rank's slices and the gather of the whole parameters.
+// The shared part of the tensor-parallel models (tensor_parallel_model.h): the loss from the
+// parts, the in-place split of the whole model into this rank's slices and the gather of the
+// whole parameters.
 #include "deepshard/parallel/tensor_parallel_model.h"
 
 #include <torch/torch.h>
@@ -26,6 +27,14 @@ bool TensorParallelModel::is_split(const std::string& name) const {
 }
 
 int TensorParallelModel::split_dim(const std::string& name) const { return tensor_split_dim(name); }
+
+at::Tensor TensorParallelModel::loss(const at::Tensor& idx, const at::Tensor& targets) {
+  check_batch(idx, targets);
+  models::CausalLmImpl& model = causal_lm();
+  at::Tensor x = embed(idx);
+  for (int64_t i = 0; i < model.num_layers(); ++i) x = model.run_layer(i, x);
+  return head_loss(x, targets);
+}
 
 void TensorParallelModel::check_batch(const at::Tensor& idx, const at::Tensor& targets) {
   models::CausalLmImpl& model = causal_lm();

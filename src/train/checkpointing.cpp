@@ -57,16 +57,18 @@ int64_t resume_from(const config::TrainConfig& train, const std::string& checkpo
 // "Pipeline layouts"): the protocol runs over the job's group, every record is a range of a whole
 // parameter (a tensor rank's slice maps to ranges by parallel::tensor_split's rule), and a
 // parameter held by several ranks is written by one: a replicated one by tensor rank 0, the tied
-// wte (held by the first and the last pipeline stage) by the first stage.
+// embedding (the GPT's wte, a tied Llama's model.embed_tokens: held by the first and the last
+// pipeline stage) by the first stage.
 void declare_checkpoint_layout(TrainingRun& run) {
   if (!run.axes) return;
   const parallel::RankGrid& grid = run.axes->grid;
   const int t = run.axes->coord.tensor, n = grid.tensor_size();
   const int stage = run.axes->coord.pipeline;
-  const bool pipeline = grid.pipeline_size() > 1;
+  // The embedding weight the last stage holds a copy of ("" without a pipeline or untied).
+  const std::string tied = run.pipeline ? run.pipeline->stage().tied_name() : std::string();
   zero::CheckpointLayout layout;
   layout.job = &run.group;
-  layout.slice = [t, n, stage, pipeline](const std::string& name) {
+  layout.slice = [t, n, stage, tied](const std::string& name) {
     checkpoint::TensorSlice slice;
     if (n > 1) {
       slice.dim = parallel::tensor_split_dim(name);
@@ -75,7 +77,7 @@ void declare_checkpoint_layout(TrainingRun& run) {
       slice.rank = t;
       slice.size = n;
     }
-    slice.writes = (slice.dim >= 0 || t == 0) && !(pipeline && stage > 0 && name == "wte.weight");
+    slice.writes = (slice.dim >= 0 || t == 0) && !(stage > 0 && name == tied);
     return slice;
   };
   layout.data = grid.data_size();

@@ -1,22 +1,21 @@
 // The pipeline step of a training run (docs/parallel.md, "Training with a pipeline"): with
-// pipeline.stages > 1, this rank's stage of the GPT (parallel::PipelineEngine over the model every
-// rank built with train.seed; the other stages' parameters released and frozen, so the ZeRO
-// engine flattens, reduces and updates this stage's only, over the data-parallel group), and each
-// optimizer step's gradient_accumulation_steps micro-batches through the 1F1B schedule, every
-// backward through the engine. The engine reduces the window's gradients at its boundary step,
-// after every stage's backward sent its gradient, the tied embedding's two copies (first and last
-// stage) summed first; its gradient norm sums the squares over the pipeline axis, the tied weight
-// counted once (on the first stage). With tensor_parallel.size > 1 the stage is one of the
-// tensor-parallel GPT (TensorParallelGpt split the model first) and the norm sums over the
-// replica's tensor x pipeline ranks (a group of its own), counting a parameter where it is split
-// or on tensor rank 0, and the tied embedding on the first stage.
+// pipeline.stages > 1, this rank's stage of the model, GPT or Llama (parallel::PipelineEngine over
+// the model every rank built with train.seed; the other stages' parameters released and frozen, so
+// the ZeRO engine flattens, reduces and updates this stage's only, over the data-parallel group),
+// and each optimizer step's gradient_accumulation_steps micro-batches through the 1F1B schedule,
+// every backward through the engine. The engine reduces the window's gradients at its boundary
+// step, after every stage's backward sent its gradient, the tied embedding's two copies (first and
+// last stage; a Llama's only with tie_word_embeddings) summed first; its gradient norm sums the
+// squares over the pipeline axis, the tied weight counted once (on the first stage). With
+// tensor_parallel.size > 1 the stage is one of the tensor-parallel model (TensorParallelGpt or
+// TensorParallelLlama split it first) and the norm sums over the replica's tensor x pipeline ranks
+// (a group of its own), counting a parameter where it is split or on tensor rank 0, and the tied
+// embedding on the first stage.
 #include <torch/torch.h>
 
 #include <algorithm>
 
 #include "deepshard/comm/transport_options.h"
-#include "deepshard/models/gpt.h"
-#include "deepshard/parallel/tensor_parallel_gpt.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
 #include "train/training_run.h"
@@ -26,17 +25,12 @@ namespace deepshard::train {
 void build_pipeline(TrainingRun& run) {
   const auto& pipeline = run.config.parallel.pipeline;
   if (pipeline.effective_stages() <= 1) return;
-  auto gpt = std::dynamic_pointer_cast<models::GptImpl>(run.model);
-  DS_CHECK(gpt != nullptr, ConfigError, "pipeline.stages ", pipeline.stages, ": model.arch \"",
-           run.config.model.arch, "\" is not split into pipeline stages yet");
-  // With tensor_parallel.size > 1 the GPT was split by TensorParallelGpt (the model is a GPT).
-  auto* tensor_gpt = dynamic_cast<parallel::TensorParallelGpt*>(run.tensor_parallel.get());
-  DS_ASSERT(tensor_gpt != nullptr || !run.tensor_parallel, "a tensor-parallel GPT expected");
+  // With tensor_parallel.size > 1 the model was split by its tensor-parallel wrapper first.
   run.pipe_links =
       std::make_unique<parallel::PipeLinks>(run.group, run.axes->grid, run.axis_options);
   run.pipeline = std::make_unique<parallel::PipelineEngine>(
-      models::Gpt(gpt), parallel::parse_partition_method(pipeline.partition_method),
-      *run.pipe_links, *run.axes->pipeline, tensor_gpt);
+      run.model, parallel::parse_partition_method(pipeline.partition_method), *run.pipe_links,
+      *run.axes->pipeline, run.tensor_parallel.get());
   if (run.tensor_parallel) {
     // The replica's ranks (this data coordinate, every stage and tensor rank): the norm's group.
     const parallel::RankGrid& grid = run.axes->grid;
@@ -50,7 +44,7 @@ void build_pipeline(TrainingRun& run) {
         run.group, members, "model/" + std::to_string(run.axes->coord.data), run.axis_options);
   }
   if (run.rank0) {
-    log::info("pipeline: ", pipeline.partition_method, " partition of ", gpt->blocks.size(),
+    log::info("pipeline: ", pipeline.partition_method, " partition of ", run.model->num_layers(),
               " blocks over ", pipeline.stages, " stages: ", run.pipeline->partition().describe());
   }
 }
@@ -59,15 +53,19 @@ void declare_pipeline(TrainingRun& run) {
   if (!run.pipeline) return;
   parallel::PipelineEngine* pipe = run.pipeline.get();
   const bool first_stage = run.axes->coord.pipeline == 0;
+  // The head's tied embedding weight ("" when untied) is counted on the first stage only.
+  const std::string tied = pipe->stage().tied_name();
   if (const parallel::TensorParallelModel* tp = run.tensor_parallel.get()) {
     const bool tensor_rank0 = run.axes->coord.tensor == 0;
-    run.engine->set_model_parallel(
-        {run.model_group.get(), nullptr, [tp, first_stage, tensor_rank0](const std::string& name) {
-           return (tensor_rank0 || tp->is_split(name)) && (first_stage || name != "wte.weight");
-         }});
+    run.engine->set_model_parallel({run.model_group.get(), nullptr,
+                                    [tp, first_stage, tensor_rank0, tied](const std::string& name) {
+                                      return (tensor_rank0 || tp->is_split(name)) &&
+                                             (first_stage || name != tied);
+                                    }});
   } else {
-    run.engine->set_model_parallel(
-        {run.axes->pipeline.get(), [](const std::string& name) { return name == "wte.weight"; }});
+    run.engine->set_model_parallel({run.axes->pipeline.get(),
+                                    [tied](const std::string& name) { return name == tied; },
+                                    nullptr});
   }
   run.engine->reduce_at_step([pipe] { pipe->reduce_tied_gradients(); });
 }

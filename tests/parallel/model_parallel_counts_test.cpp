@@ -1,13 +1,16 @@
 // parallel::model_parallel_counts, the estimator's per-rank parameter counts: for pipelines,
-// equal to what each real GptStage holds (2 and 4 stages, uniform and parameters, the tied
-// embedding's copy on the last stage); for tensor parallelism, equal to what each rank of a real
-// TensorParallelGpt / TensorParallelLlama holds (2 real ranks, tests/workers/
-// tensor_parallel_worker.cpp); and the refusals name the key.
+// equal to what each real PipelineStage of the GPT and of the Llama (untied and tied) holds (2 and
+// 4 stages, uniform and parameters, the tied embedding's copy on the last stage); for tensor
+// parallelism, equal to what each rank of a real TensorParallelGpt / TensorParallelLlama holds (2
+// real ranks, tests/workers/ tensor_parallel_worker.cpp); and the refusals name the key.
 #include "deepshard/parallel/model_parallel_counts.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "deepshard/models/gpt.h"
+#include "deepshard/models/llama.h"
+#include "deepshard/models/parameter_shapes.h"
 #include "deepshard/parallel/pipeline_stage.h"
 #include "deepshard/util/error.h"
 #include "support/test_support.h"
@@ -25,28 +28,57 @@ models::GptConfig gpt_config(int64_t layers) {
   return c;
 }
 
+// Stages of fresh models from `make` (the same on every call) hold what the estimate says.
+template <typename Make>
+void expect_stages_hold_estimate(const std::vector<models::NamedShape>& shapes,
+                                 const std::string& tied, int stages, PartitionMethod method,
+                                 Make make) {
+  const ModelParallelCounts counts = model_parallel_counts(shapes, tied, 1, stages, method);
+  const StagePartition real = partition_model(*make(), method, stages);
+  ASSERT_EQ(counts.partition.block_begin, real.block_begin) << real.describe();
+  int64_t heaviest = 0;
+  for (int s = 0; s < stages; ++s) {
+    PipelineStage stage(make(), real, s);
+    EXPECT_EQ(stage.tied_name(), tied);
+    int64_t held = 0;
+    for (const auto& [name, p] : stage.named_parameters()) held += p.numel();
+    EXPECT_EQ(counts.stage_params.at(size_t(s)), held)
+        << "stage " << s << " of " << stages << " (" << real.describe() << ")";
+    heaviest = std::max(heaviest, held);
+  }
+  EXPECT_EQ(counts.stage_params.at(size_t(counts.heaviest_stage())), heaviest);
+}
+
+const std::vector<std::tuple<int64_t, int, PartitionMethod>> kLayouts = {
+    {4, 2, PartitionMethod::kUniform},
+    {3, 2, PartitionMethod::kParameters},
+    {6, 4, PartitionMethod::kUniform},
+    {6, 4, PartitionMethod::kParameters}};
+
 TEST(ModelParallelCounts, PipelineStagesHoldWhatTheEstimateSays) {
-  for (const auto& [layers, stages, method] :
-       std::vector<std::tuple<int64_t, int, PartitionMethod>>{
-           {4, 2, PartitionMethod::kUniform},
-           {3, 2, PartitionMethod::kParameters},
-           {6, 4, PartitionMethod::kUniform},
-           {6, 4, PartitionMethod::kParameters}}) {
+  for (const auto& [layers, stages, method] : kLayouts) {
     const models::GptConfig c = gpt_config(layers);
-    const ModelParallelCounts counts =
-        model_parallel_counts(models::gpt_parameter_shapes(c), "wte.weight", 1, stages, method);
-    models::Gpt probe(c, 1);
-    const StagePartition real = partition_gpt(probe, method, stages);
-    ASSERT_EQ(counts.partition.block_begin, real.block_begin) << real.describe();
-    int64_t heaviest = 0;
-    for (int s = 0; s < stages; ++s) {
-      GptStage stage(models::Gpt(c, 1), real, s);
-      int64_t held = 0;
-      for (const auto& [name, p] : stage.named_parameters()) held += p.numel();
-      EXPECT_EQ(counts.stage_params.at(size_t(s)), held) << "stage " << s << " of " << stages;
-      heaviest = std::max(heaviest, held);
+    expect_stages_hold_estimate(models::gpt_parameter_shapes(c), "wte.weight", stages, method,
+                                [&] { return models::Gpt(c, 1).ptr(); });
+  }
+}
+
+// The Llama's stages: model.embed_tokens on the first, model.norm and lm_head on the last (with
+// tie_word_embeddings the last holds a copy of embed_tokens instead of lm_head).
+TEST(ModelParallelCounts, LlamaPipelineStagesHoldWhatTheEstimateSays) {
+  for (const bool tie : {false, true}) {
+    for (const auto& [layers, stages, method] : kLayouts) {
+      models::LlamaConfig c;
+      c.n_layer = layers;
+      c.n_embd = 32;
+      c.intermediate_size = 48;
+      c.block_size = 16;
+      c.vocab_size = 64;
+      c.tie_word_embeddings = tie;
+      expect_stages_hold_estimate(models::llama_parameter_shapes(c),
+                                  tie ? "model.embed_tokens.weight" : "", stages, method,
+                                  [&] { return models::Llama(c, 1).ptr(); });
     }
-    EXPECT_EQ(counts.stage_params.at(size_t(counts.heaviest_stage())), heaviest);
   }
 }
 

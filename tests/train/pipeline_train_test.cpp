@@ -4,8 +4,12 @@
 // gradient norm must add the stages' squares and count the tied embedding once: 2 stages
 // (uniform and by parameters, which split 3 blocks differently), 2 stages x 2 data-parallel
 // replicas at ZeRO stage 1, 4 stages (uniform and by parameters over 6 blocks), and stages of the
-// tensor-parallel GPT: tensor 2 x pipeline 2, and x data 2 at ZeRO stage 1 (8 ranks). Every
-// optimizer step runs 4 micro-batches (2 per replica with 2 replicas) through the 1F1B schedule.
+// tensor-parallel GPT: tensor 2 x pipeline 2, and x data 2 at ZeRO stage 1 (8 ranks). The tiny
+// Llama likewise (models::Llama's parts, Hugging Face names): 2 stages (uniform, parameters at
+// ZeRO 1, x data 2 at ZeRO 1; untied head), 4 stages (uniform, parameters; tied head), stages of
+// the tensor-parallel Llama (tensor 2 x pipeline 2, tied and untied, and x data 2 at ZeRO 1 on 8
+// ranks). Every optimizer step runs 4 micro-batches (2 per replica with 2 replicas) through the
+// 1F1B schedule.
 // What a pipeline run does not do is refused at start on every rank, naming the key (the 8-rank
 // hybrid config: its ZeRO stage 3, alone; at stage 1 it trains); a stage killed mid-run stops the
 // job, the lost rank named.
@@ -17,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/test_support.h"
+#include "train/llama_run.h"
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
@@ -24,10 +29,12 @@ namespace {
 
 constexpr int64_t kGlobalBatch = 8;
 
-// The run's extra config: the model's depth, the pipeline, the ZeRO stage and the tensor size.
+// The run's extra config: the model's depth, the pipeline, the ZeRO stage and the tensor size,
+// merged over `model` (JSON text: the Llama's sections, tiny_llama_section(); "{}": the GPT).
 std::string pipeline(int64_t layers, int stages, const std::string& method, int zero_stage = 0,
-                     int tensor = 1) {
-  nlohmann::json extra = {{"model", {{"n_layer", layers}}}};
+                     int tensor = 1, const std::string& model = "{}") {
+  nlohmann::json extra = nlohmann::json::parse(model);
+  extra.merge_patch({{"model", {{"n_layer", layers}}}});
   if (stages > 1) {
     extra["pipeline"] = {{"enabled", true}, {"stages", stages}, {"partition_method", method}};
   }
@@ -46,11 +53,13 @@ struct Layout {
 
 // Trains the reference (one rank, ZeRO 0, micro-batch 8) and each layout (2 sequences per
 // micro-batch, as many micro-batches as the global batch leaves) on `layers` blocks, and compares.
-void expect_layouts_match(int64_t layers, const std::vector<Layout>& layouts) {
+// `model`: the model's sections (pipeline()).
+void expect_layouts_match(int64_t layers, const std::vector<Layout>& layouts,
+                          const std::string& model = "{}") {
   TempDir dir;
   const std::string data = make_token_file(dir);
-  auto reference =
-      train_and_read_losses(dir, data, 1, kGlobalBatch, 1, "ref", pipeline(layers, 1, "uniform"));
+  auto reference = train_and_read_losses(dir, data, 1, kGlobalBatch, 1, "ref",
+                                         pipeline(layers, 1, "uniform", 0, 1, model));
   ASSERT_EQ(reference.losses.size(), 20u);
   EXPECT_TRUE(reference.clipped) << "gradient clipping never took effect";
   const auto ref_norms = grad_norms(dir, "ref");
@@ -58,8 +67,9 @@ void expect_layouts_match(int64_t layers, const std::vector<Layout>& layouts) {
     const int dp = l.ranks / (l.stages * l.tensor);
     const int64_t micro = 2, gas = kGlobalBatch / (dp * micro);
     const std::string what = l.name + " (" + std::to_string(layers) + " blocks)";
-    auto run = train_and_read_losses(dir, data, l.ranks, micro, gas, l.name,
-                                     pipeline(layers, l.stages, l.method, l.zero_stage, l.tensor));
+    auto run =
+        train_and_read_losses(dir, data, l.ranks, micro, gas, l.name,
+                              pipeline(layers, l.stages, l.method, l.zero_stage, l.tensor, model));
     expect_same_losses(run, reference, what);
     expect_same_norms(grad_norms(dir, l.name), ref_norms, what);
     EXPECT_NE(run.output.find("rank grid: world " + std::to_string(l.ranks) + " = data " +
@@ -112,6 +122,47 @@ TEST(PipelineTrain, TensorParallelStagesReproduceSingleRankLosses) {
   const std::string partition = "stage 0: embedding + blocks 0-1; stage 1: blocks 2-3 + head";
   expect_layouts_match(4, {{4, 2, "uniform", 0, "tp2_pp2", partition, 2},
                            {8, 2, "uniform", 1, "tp2_pp2_dp2_zero1", partition, 2}});
+}
+
+// The tiny Llama (train/llama_run.h: 4 query heads over 2 key/value heads, SwiGLU 176), untied
+// head: the first stage holds model.embed_tokens, the last model.norm and lm_head; nothing is
+// tied, so no gradient is summed between them. 3 layers (by parameters too the embedding's stage
+// takes 2: embed_tokens and the untied head weigh the same).
+TEST(PipelineTrain, LlamaTwoStagesReproduceSingleRankLosses) {
+  const std::string partition = "stage 0: embedding + blocks 0-1; stage 1: blocks 2-2 + head";
+  expect_layouts_match(3,
+                       {{2, 2, "uniform", 0, "llama_pp2_uniform", partition},
+                        {2, 2, "parameters", 1, "llama_pp2_parameters_zero1", partition},
+                        {4, 2, "uniform", 1, "llama_pp2_dp2_zero1", partition}},
+                       tiny_llama_section());
+}
+
+// The tiny Llama with tie_word_embeddings over 4 stages: the last stage holds its own copy of
+// model.embed_tokens (the head), whose gradient is summed with the first stage's and counted once
+// in the norm. 6 layers: uniform 2 2 1 1; by parameters the embedding's and the head's stages take
+// one layer each.
+TEST(PipelineTrain, LlamaFourStagesReproduceSingleRankLosses) {
+  expect_layouts_match(6,
+                       {{4, 4, "uniform", 0, "llama_pp4_uniform_tied",
+                         "stage 0: embedding + blocks 0-1; stage 1: blocks 2-3; stage 2: "
+                         "blocks 4-4; stage 3: blocks 5-5 + head"},
+                        {4, 4, "parameters", 1, "llama_pp4_parameters_tied_zero1",
+                         "stage 0: embedding + blocks 0-0; stage 1: blocks 1-2; stage 2: "
+                         "blocks 3-4; stage 3: blocks 5-5 + head"}},
+                       tiny_llama_section(R"({"tie_word_embeddings": true})"));
+}
+
+// Stages of the tensor-parallel Llama (one key/value head per tensor rank), tied head: the
+// vocabulary-parallel model.embed_tokens slice on the first stage and its copy on the last,
+// summed over the tied group of each tensor rank; untied: lm_head's vocabulary rows on the last.
+TEST(PipelineTrain, LlamaTensorParallelStagesReproduceSingleRankLosses) {
+  const std::string partition = "stage 0: embedding + blocks 0-1; stage 1: blocks 2-3 + head";
+  expect_layouts_match(4,
+                       {{4, 2, "uniform", 0, "llama_tp2_pp2_tied", partition, 2},
+                        {8, 2, "uniform", 1, "llama_tp2_pp2_dp2_tied_zero1", partition, 2}},
+                       tiny_llama_section(R"({"tie_word_embeddings": true})"));
+  expect_layouts_match(4, {{4, 2, "uniform", 1, "llama_tp2_pp2_zero1", partition, 2}},
+                       tiny_llama_section());
 }
 
 // The seed hybrid config (tests/data/seed_configs/hybrid_3d.json: ZeRO stage 3 with CPU offload

@@ -37,7 +37,7 @@ DS_WORKER_SCENARIO(pp_gpt_train) {
                    "global batch " << global_batch << " over " << dp << " x " << micro_batches);
 
   GptReference reference(tiny_gpt(layers), global_batch, max_norm);
-  parallel::PipelineEngine pipe(reference.fresh_model(), method, links, *groups.pipeline);
+  parallel::PipelineEngine pipe(reference.fresh_model().ptr(), method, links, *groups.pipeline);
   torch::optim::Adam opt = reference.make_optimizer(pipe.stage().parameters());
 
   double batch_s = 0.0, wait_s = 0.0;
@@ -101,8 +101,8 @@ DS_WORKER_SCENARIO(pp_dead_stage) {
   parallel::ParallelGroups groups = parallel::make_parallel_groups(group, grid, options);
   parallel::PipeLinks links(group, grid, options);
   GptReference reference(tiny_gpt(), 2, 0.0);
-  parallel::PipelineEngine pipe(reference.fresh_model(), parallel::PartitionMethod::kUniform, links,
-                                *groups.pipeline);
+  parallel::PipelineEngine pipe(reference.fresh_model().ptr(), parallel::PartitionMethod::kUniform,
+                                links, *groups.pipeline);
   reference.step();
   const auto [idx, targets] = reference.rows(0, 1);
   const std::vector<parallel::MicroBatch> micro{{idx, targets}, {idx, targets}};

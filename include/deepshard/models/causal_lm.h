@@ -1,7 +1,8 @@
-// What the trainer, `deepshard generate` and the weight converters need from a decoder-only
-// language model, whatever its architecture (GPT-2, Llama): logits for token ids, the training
-// loss, sampling, its sizes and its sharding plan (deepshard/sharding/sharding_plan.h). An
-// architecture implements forward(), sharding_plan() and its sizes; the rest is shared here.
+// What the trainer, `deepshard generate`, the weight converters and the pipeline stages need from
+// a decoder-only language model, whatever its architecture (GPT-2, Llama): logits for token ids
+// as a stack of parts (embedding, layers, head), the training loss, sampling, its sizes and its
+// sharding plan (deepshard/sharding/sharding_plan.h). An architecture implements the parts,
+// sharding_plan() and its sizes; forward, loss and sampling are shared here.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -16,8 +17,25 @@ namespace deepshard::models {
 
 class CausalLmImpl : public torch::nn::Module, public sharding::Shardable {
  public:
-  // [B, T] int64 token ids (T <= context_length()) -> logits [B, T, vocab_size()].
-  virtual at::Tensor forward(const at::Tensor& idx) = 0;
+  // [B, T] int64 token ids (T <= context_length()) -> logits [B, T, vocab_size()]:
+  // head(run_layer(L - 1, ... run_layer(0, embed(idx)))) with L = num_layers().
+  at::Tensor forward(const at::Tensor& idx);
+
+  // The parts of forward(), which a pipeline stage runs a range of (parallel/pipeline_stage.h):
+  //  - embed: idx [B, T] int64 -> hidden [B, T, hidden_size()] (checks idx: check_tokens);
+  //  - run_layer(i, x): layer i (unit i of the sharding plan) as forward() runs it, inside the
+  //    plan's unit calls (the wrappers engines install);
+  //  - head: hidden [B, T, C] -> logits [B, T, vocab_size()] (the final norm and the output
+  //    projection).
+  virtual at::Tensor embed(const at::Tensor& idx) = 0;
+  virtual at::Tensor run_layer(int64_t i, const at::Tensor& x) = 0;
+  virtual at::Tensor head(const at::Tensor& hidden) = 0;
+  virtual int64_t num_layers() const = 0;
+  virtual int64_t hidden_size() const = 0;
+  // The names of the parameters embed() uses (the first pipeline stage holds them); every other
+  // parameter outside the layers is the head's (a tied one, in the sharding plan, is both).
+  virtual std::vector<std::string> embedding_parameters() const = 0;
+
   virtual int64_t context_length() const = 0;
   virtual int64_t vocab_size() const = 0;
   // The architecture's name, as the run config's model.arch spells it ("gpt", "llama").
@@ -26,12 +44,17 @@ class CausalLmImpl : public torch::nn::Module, public sharding::Shardable {
   // Mean cross-entropy of forward(idx) against targets [B, T], computed in fp32 whatever the
   // parameter dtype (a bf16 log-softmax over the vocabulary loses too much precision).
   at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets);
+  // The same loss from logits [B, T, V] (what loss() computes after forward()).
+  at::Tensor loss_of_logits(const at::Tensor& logits, const at::Tensor& targets);
 
   // Samples `max_new_tokens` continuation tokens (no grad) on the host with a CPU generator
   // seeded by `seed` (reproducible on any device). top_k <= 0: no top-k filter; temperature <= 0:
   // greedy (argmax). The context is the last context_length() tokens.
   std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t max_new_tokens,
                                 double temperature, int64_t top_k, uint64_t seed);
+
+  // Throws Error (naming arch()) unless idx is [B, T] int64 with T <= context_length().
+  void check_tokens(const at::Tensor& idx) const;
 
   // Distinct parameter elements (a tied weight counts once).
   int64_t num_parameters() const;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "deepshard/models/causal_lm.h"
 #include "deepshard/sharding/sharding_plan.h"
@@ -85,7 +86,15 @@ class GptImpl : public CausalLmImpl {
   using BlockBuilt = sharding::UnitBuilt;
   GptImpl(const GptConfig& config, uint64_t seed, const BlockBuilt& on_block_built = nullptr);
 
-  at::Tensor forward(const at::Tensor& idx) override;  // [B, T] int64 -> logits [B, T, vocab]
+  // forward (causal_lm.h) = head(blocks(embed(idx))): wte(idx) + wpe(positions) then dropout;
+  // the blocks; ln_f and the head tied to wte (logits = ln_f(x) wte^T).
+  at::Tensor embed(const at::Tensor& idx) override;
+  at::Tensor head(const at::Tensor& hidden) override;
+  int64_t num_layers() const override { return int64_t(blocks.size()); }
+  int64_t hidden_size() const override { return config_.n_embd; }
+  std::vector<std::string> embedding_parameters() const override {
+    return {"wte.weight", "wpe.weight"};
+  }
   int64_t context_length() const override { return config_.block_size; }
   int64_t vocab_size() const override { return config_.vocab_size; }
   std::string arch() const override { return "gpt"; }
@@ -96,7 +105,7 @@ class GptImpl : public CausalLmImpl {
   void set_block_runner(BlockRunner runner) { block_runner_ = std::move(runner); }
   // Block i on x as forward() runs it: inside unit_calls(), through the runner when one is set
   // (a pipeline stage runs its blocks this way).
-  at::Tensor run_block(int64_t i, const at::Tensor& x);
+  at::Tensor run_layer(int64_t i, const at::Tensor& x) override;
 
   // The sharding plan: unit i is block h.i, the root holds wte, wpe and ln_f; wte is tied to the
   // output head (logits = ln_f(x) wte^T).

@@ -20,6 +20,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -119,7 +120,18 @@ class LlamaImpl : public CausalLmImpl {
   LlamaImpl(const LlamaConfig& config, uint64_t seed,
             const sharding::UnitBuilt& on_block_built = nullptr);
 
-  at::Tensor forward(const at::Tensor& idx) override;
+  // forward (causal_lm.h) = head(layers(embed(idx))): model.embed_tokens; the decoder layers;
+  // model.norm and lm_head (or embed_tokens' weight with tie_word_embeddings).
+  at::Tensor embed(const at::Tensor& idx) override;
+  // Layer i on x as forward() runs it: inside unit_calls(), through the runner when one is set
+  // (the tensor-parallel Llama installs one; a pipeline stage runs its layers this way).
+  at::Tensor run_layer(int64_t i, const at::Tensor& x) override;
+  at::Tensor head(const at::Tensor& hidden) override;
+  int64_t num_layers() const override { return config_.n_layer; }
+  int64_t hidden_size() const override { return config_.n_embd; }
+  std::vector<std::string> embedding_parameters() const override {
+    return {"model.embed_tokens.weight"};
+  }
   int64_t context_length() const override { return config_.block_size; }
   int64_t vocab_size() const override { return config_.vocab_size; }
   std::string arch() const override { return "llama"; }
@@ -128,6 +140,10 @@ class LlamaImpl : public CausalLmImpl {
   // head.
   sharding::ShardingPlan sharding_plan() override;
   sharding::UnitCalls& unit_calls() { return unit_calls_; }
+  // Runs layer i on x in run_layer's place (default: model.blocks[i]->forward(x)).
+  using LayerRunner =
+      std::function<at::Tensor(int64_t index, LlamaBlock& block, const at::Tensor& x)>;
+  void set_layer_runner(LayerRunner runner) { layer_runner_ = std::move(runner); }
 
   const LlamaConfig& config() const { return config_; }
 
@@ -139,6 +155,7 @@ class LlamaImpl : public CausalLmImpl {
 
  private:
   LlamaConfig config_;
+  LayerRunner layer_runner_;
   sharding::UnitCalls unit_calls_;
 };
 TORCH_MODULE(Llama);

@@ -4,7 +4,7 @@
 // ones: tensor_split.h's split by name (a split parameter holds 1/T of its elements on each
 // tensor rank), and the pipeline partition of pipeline_partition.h over the items [embedding,
 // block 0 .. block n-1, head] (uniform by block count, or parameters by whole parameter counts as
-// partition_gpt does), the embedding on the first stage, the final norm and head on the last,
+// partition_model does), the embedding on the first stage, the final norm and head on the last,
 // which also holds its own copy of an embedding the head is tied to (pipeline_stage.h).
 // Items by name: "h.<i>." / "model.layers.<i>." are block i; wte, wpe and model.embed_tokens the
 // embedding; everything else the head.

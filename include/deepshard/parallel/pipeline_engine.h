@@ -1,18 +1,20 @@
-// The pipeline engine (DeepSpeed's PipelineEngine.train_batch, below the trainer): one GPT stage
-// per rank of a pipeline group, driven through the 1F1B schedule (pipeline_schedule.h) over the
-// micro-batches of one optimizer step. A forward receives the previous stage's activations (the
-// first stage embeds the tokens), runs its blocks and sends the result on; the last stage
-// computes the loss. A backward receives the gradient of its output (the last stage starts from
-// its loss / M), backpropagates, and sends its input's gradient back. Gradients accumulate over
-// the M micro-batches (each loss weighted 1/M: the mean over the global batch, as the single-rank
-// run), then the two copies of the tied embedding (first and last stage) have their gradients
-// summed, so an optimizer step keeps them equal. The optimizer and the data-parallel reduction
-// stay outside (the caller's, or a ZeRO engine's over the data group).
+// The pipeline engine (DeepSpeed's PipelineEngine.train_batch, below the trainer): one stage of a
+// causal language model (pipeline_stage.h: the GPT or the Llama) per rank of a pipeline group,
+// driven through the 1F1B schedule (pipeline_schedule.h) over the micro-batches of one optimizer
+// step. A forward receives the previous stage's activations (the first stage embeds the tokens),
+// runs its blocks and sends the result on; the last stage computes the loss. A backward receives
+// the gradient of its output (the last stage starts from its loss / M), backpropagates, and sends
+// its input's gradient back. Gradients accumulate over the M micro-batches (each loss weighted 1/M:
+// the mean over the global batch, as the single-rank run), then the two copies of the tied
+// embedding (first and last stage) have their gradients summed (when the head is tied), so an
+// optimizer step keeps them equal. The optimizer and the data-parallel reduction stay outside (the
+// caller's, or a ZeRO engine's over the data group).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "deepshard/comm/group.h"
@@ -29,11 +31,12 @@ struct MicroBatch {
 
 class PipelineEngine {
  public:
-  // `model`: the whole model, built alike on every rank of the pipeline group (same seed).
-  // `links`: this rank's PipeLinks; `pipeline`: its pipeline-axis group (loss and norm).
-  // `tensor`: the model is this rank's part of the tensor-parallel GPT (GptStage).
-  PipelineEngine(models::Gpt model, PartitionMethod method, PipeLinks& links, comm::Group& pipeline,
-                 TensorParallelGpt* tensor = nullptr);
+  // `model`: the whole model, built alike on every rank of the pipeline group (same seed), split
+  // over the stages by `method` (partition_model). `links`: this rank's PipeLinks; `pipeline`: its
+  // pipeline-axis group (loss and norm). `tensor`: the model is this rank's part of a
+  // tensor-parallel model (TensorParallelGpt, TensorParallelLlama).
+  PipelineEngine(std::shared_ptr<models::CausalLmImpl> model, PartitionMethod method,
+                 PipeLinks& links, comm::Group& pipeline, TensorParallelModel* tensor = nullptr);
 
   // How one micro-batch's backward runs: `output` is the stage's output and `grad` its gradient
   // received from the next stage; on the last stage `output` is the micro-batch's mean loss and
@@ -51,7 +54,7 @@ class PipelineEngine {
   double train_batch(const std::vector<MicroBatch>& micro, const Backward& backward = {});
 
   // Sums the gradients of the tied embedding's two copies over the first and last stage (nothing
-  // on the others); the time counts as the batch's comm wait.
+  // on the others, nothing with an untied head); the time counts as the batch's comm wait.
   void reduce_tied_gradients();
 
   // The L2 norm of the whole model's gradients (every stage's squares summed over the pipeline
@@ -60,7 +63,7 @@ class PipelineEngine {
   double global_grad_norm();
   double clip_grad_norm(double max_norm);
 
-  GptStage& stage() { return stage_; }
+  PipelineStage& stage() { return stage_; }
   const StagePartition& partition() const { return partition_; }
   // (S - 1) / (M + S - 1) for the last batch's M micro-batches.
   double bubble_fraction() const { return bubble_; }
@@ -72,7 +75,7 @@ class PipelineEngine {
 
  private:
   StagePartition partition_;
-  GptStage stage_;
+  PipelineStage stage_;
   PipeLinks& links_;
   comm::Group& pipeline_;
   double bubble_ = 0.0, batch_s_ = 0.0, wait_s_ = 0.0;

@@ -1,62 +1,81 @@
-// One pipeline stage of a GPT (DeepSpeed's PipelineModule for models::Gpt): every rank builds the
-// whole model with the same seed (the single-rank initialisation), then GptStage keeps only what
-// its stage runs and releases the storage of every other parameter (left empty and frozen, so a
-// ZeRO engine over the whole module takes the stage's parameters only):
-//  - the first stage: wte and wpe (the embedding), then its blocks;
-//  - the last stage: its blocks, then ln_f and the output head, tied to wte, so the last stage
-//    holds its own copy of wte (DeepSpeed's TiedLayerSpec; the engine all-reduces the two copies'
-//    gradients so they stay equal);
-//  - a middle stage: its blocks only.
-// Blocks run as models::Gpt's forward runs them (run_block: the UnitCalls and the block runner),
-// so engines that wrap units keep working. A stage of the tensor-parallel GPT (`tensor` set: the
-// model was split by it) runs its embedding and head, and its blocks through the runner it
-// installed. Parameter names are models::Gpt's.
+// One pipeline stage of a causal language model (DeepSpeed's PipelineModule on one stage), for any
+// architecture through the parts models::CausalLmImpl declares (embed, run_layer, head): the GPT
+// (models::Gpt) and the Llama (models::Llama). Every rank builds the whole model with the same
+// seed (the single-rank initialisation), then the stage keeps only what it runs and releases the
+// storage of every other parameter (left empty and frozen, so a ZeRO engine over the whole module
+// takes the stage's parameters only):
+//  - the first stage: the embedding (the model's embedding_parameters(): GPT wte and wpe, Llama
+//    model.embed_tokens), then its layers;
+//  - the last stage: its layers, then the final norm and the head. A head tied to the embedding
+//    (the sharding plan's tied parameter: GPT wte, Llama model.embed_tokens with
+//    tie_word_embeddings) makes the last stage hold its own copy of it (DeepSpeed's TiedLayerSpec;
+//    the engine sums the two copies' gradients so they stay equal);
+//  - a middle stage: its layers only.
+// Layers run as the model's forward runs them (run_layer: its unit calls and layer runner), so
+// engines that wrap units keep working. A stage of a tensor-parallel model (`tensor`: the model
+// was split by TensorParallelGpt or TensorParallelLlama) runs that model's vocabulary-parallel
+// embedding and head loss, and its layers through the runner it installed. Parameter names are
+// the model's.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "deepshard/models/gpt.h"
+#include "deepshard/models/causal_lm.h"
 #include "deepshard/parallel/pipeline_partition.h"
-#include "deepshard/parallel/tensor_parallel_gpt.h"
+#include "deepshard/parallel/tensor_parallel_model.h"
 
 namespace deepshard::parallel {
 
-// The split of `model`'s blocks over `stages` stages by `method` (parameter counts from the
-// model: embedding = wte + wpe, head = ln_f + the tied copy of wte).
-StagePartition partition_gpt(models::Gpt& model, PartitionMethod method, int stages);
+// The split of `model`'s layers over `stages` stages by `method` (parameter counts from the
+// model: the embedding, each layer, the head = the final norm and head plus the tied embedding
+// weight again, since the last stage holds a copy).
+StagePartition partition_model(models::CausalLmImpl& model, PartitionMethod method, int stages);
 
-class GptStage {
+class PipelineStage {
  public:
-  GptStage(models::Gpt model, const StagePartition& partition, int stage,
-           TensorParallelGpt* tensor = nullptr);
+  // `model`: whole (or split by `tensor`), the same on every rank of the pipeline.
+  PipelineStage(std::shared_ptr<models::CausalLmImpl> model, const StagePartition& partition,
+                int stage, TensorParallelModel* tensor = nullptr);
 
+  int stage() const { return stage_; }
   bool is_first() const { return stage_ == 0; }
-  bool is_last() const { return stage_ == stages_ - 1; }
+  bool is_last() const { return stage_ == partition_.stages() - 1; }
+  const StagePartition& partition() const { return partition_; }
 
-  // First stage: idx [B, T] int64 -> hidden [B, T, C] (embedding, then its blocks). Others:
-  // hidden [B, T, C] -> hidden [B, T, C] through its blocks.
+  // First stage: idx [B, T] int64 -> hidden [B, T, C] (embedding, then its layers). Others:
+  // hidden [B, T, C] -> hidden [B, T, C] through its layers.
   at::Tensor forward(const at::Tensor& input);
-  // Last stage: mean cross-entropy of the head's logits for `hidden` against targets [B, T].
+  // Last stage: mean cross-entropy of the head's logits for `hidden` against targets [B, T], as
+  // the model's loss computes it.
   at::Tensor loss(const at::Tensor& hidden, const at::Tensor& targets);
+  int64_t hidden_size() const { return model_->hidden_size(); }
 
-  // The parameters this stage holds (models::Gpt's names, in its order).
+  // The parameters this stage holds (the model's names, in its order).
   const std::vector<std::pair<std::string, at::Tensor>>& named_parameters() const {
     return params_;
   }
   std::vector<at::Tensor> parameters() const;
   bool holds(const std::string& name) const;
 
-  models::Gpt& model() { return model_; }
+  // The embedding weight the head is tied to ("" when the head is untied): the first and the
+  // last stage hold a copy each.
+  const std::string& tied_name() const { return tied_; }
+  // This stage's copy of it; undefined when untied or on a middle stage.
+  at::Tensor tied_weight() const;
+
+  models::CausalLmImpl& model() { return *model_; }
 
  private:
-  models::Gpt model_;
-  TensorParallelGpt* tensor_;
-  int stage_, stages_;
-  int64_t block_begin_, block_end_;
+  std::shared_ptr<models::CausalLmImpl> model_;
+  TensorParallelModel* tensor_;
+  StagePartition partition_;
+  int stage_;
+  std::string tied_;
   std::vector<std::pair<std::string, at::Tensor>> params_;
 };
 

@@ -29,14 +29,12 @@ class TensorParallelGpt : public TensorParallelModel {
   // its tensor-parallel block runner. Throws Error naming the size that does not divide.
   TensorParallelGpt(models::Gpt model, comm::Group& tensor);
 
-  at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets) override;
   models::CausalLmImpl& causal_lm() override { return *model_; }
-  // The loss's parts, for a pipeline stage of the tensor-parallel GPT (the blocks run through the
-  // model's block runner, installed here): the vocabulary-parallel embedding plus wpe, idx [B, T]
-  // -> hidden [B, T, C] (the same on every tensor rank); ln_f, the head on this rank's
-  // vocabulary rows and the vocabulary-parallel cross-entropy against targets [B, T].
-  at::Tensor embed(const at::Tensor& idx);
-  at::Tensor head_loss(const at::Tensor& hidden, const at::Tensor& targets);
+  // The loss's parts (the blocks run through the model's block runner, installed here): the
+  // vocabulary-parallel embedding plus wpe; ln_f, the head on this rank's vocabulary rows (wte's
+  // slice) and the vocabulary-parallel cross-entropy.
+  at::Tensor embed(const at::Tensor& idx) override;
+  at::Tensor head_loss(const at::Tensor& hidden, const at::Tensor& targets) override;
   models::Gpt& model() { return model_; }
 
  private:

@@ -26,11 +26,17 @@ namespace deepshard::parallel {
 
 class TensorParallelLlama : public TensorParallelModel {
  public:
-  // Shards `model` (whole, the same on every tensor rank) for this rank of `tensor`.
+  // Shards `model` (whole, the same on every tensor rank) for this rank of `tensor` and installs
+  // its tensor-parallel layer runner.
   TensorParallelLlama(models::Llama model, comm::Group& tensor);
 
-  at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets) override;
   models::CausalLmImpl& causal_lm() override { return *model_; }
+  // The loss's parts (the layers run through the model's layer runner, installed here): the
+  // vocabulary-parallel embed_tokens; model.norm, the head on this rank's vocabulary rows (the
+  // untied lm_head's, or embed_tokens' with tie_word_embeddings) and the vocabulary-parallel
+  // cross-entropy.
+  at::Tensor embed(const at::Tensor& idx) override;
+  at::Tensor head_loss(const at::Tensor& hidden, const at::Tensor& targets) override;
   models::Llama& model() { return model_; }
 
  private:

@@ -23,8 +23,16 @@ class TensorParallelModel {
   TensorParallelModel(const TensorParallelModel&) = delete;
   TensorParallelModel& operator=(const TensorParallelModel&) = delete;
 
-  // Mean cross-entropy of idx [B, T] against targets [B, T], the same on every tensor rank.
-  virtual at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets) = 0;
+  // Mean cross-entropy of idx [B, T] against targets [B, T], the same on every tensor rank:
+  // head_loss(causal_lm()'s layers (run_layer: the tensor-parallel layer runner each model
+  // installs) on embed(idx)).
+  at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets);
+  // The loss's parts (a pipeline stage of the tensor-parallel model runs some of them): the
+  // vocabulary-parallel embedding, idx [B, T] -> hidden [B, T, C], the same on every tensor rank;
+  // the final norm, the head on this rank's vocabulary rows and the vocabulary-parallel
+  // cross-entropy against targets [B, T].
+  virtual at::Tensor embed(const at::Tensor& idx) = 0;
+  virtual at::Tensor head_loss(const at::Tensor& hidden, const at::Tensor& targets) = 0;
 
   // The split model (this rank's slices, the replicated parameters whole).
   virtual models::CausalLmImpl& causal_lm() = 0;
