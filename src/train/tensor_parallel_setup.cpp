@@ -52,7 +52,7 @@ void declare_model_parallel(TrainingRun& run) {
   if (!run.tensor_parallel) return;
   parallel::TensorParallelModel* tp = run.tensor_parallel.get();
   run.engine->set_model_parallel(
-      {run.axes->tensor.get(), [tp](const std::string& name) { return !tp->is_split(name); }});
+      {run.axes->tensor.get(), [tp](const std::string& name) { return !tp->is_split(name); }, {}});
 }
 
 }  // namespace deepshard::train
