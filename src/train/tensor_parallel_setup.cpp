@@ -6,7 +6,6 @@
 // pipeline_setup.cpp's). Without either nothing changes: the data group is the job's group and the
 // loss the model's.
 #include "deepshard/comm/transport_options.h"
-#include "deepshard/config/loader.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/models/llama.h"
 #include "deepshard/parallel/tensor_parallel_gpt.h"
@@ -20,7 +19,6 @@ void build_tensor_parallel(TrainingRun& run) {
   const config::ParallelConfig& parallel = run.config.parallel;
   if (parallel.tensor_parallel.effective_size() <= 1 && parallel.pipeline.effective_stages() <= 1)
     return;
-  config::check_supported(run.ds);  // what the tensor-parallel run refuses, before the groups
   comm::GroupOptions& options = run.axis_options;
   options.timeout =
       std::chrono::milliseconds(static_cast<int64_t>(run.config.comm.timeout_s * 1000));
