@@ -82,6 +82,14 @@ RunLosses expect_layouts_reproduce_single_rank(const std::vector<Layout>& layout
                 2 * (kGlobalBatch / dp) * 32 * 64 * 4 / split)
           << l.what;
     }
+    // The blocks are split as they are built; at stage 3 zero.Init partitions the slices.
+    const std::string built = "blocks split over the 2 tensor ranks as they were built";
+    EXPECT_NE(run.output.find(built), std::string::npos) << l.what << "\n" << run.output;
+    EXPECT_EQ(run.output.find("partitioned over the " + std::to_string(dp) +
+                              " data-parallel ranks (zero.Init)") != std::string::npos,
+              l.stage == 3)
+        << l.what << "\n"
+        << run.output;
     EXPECT_NE(run.output.find("rank grid: world " + std::to_string(l.ranks) + " = data " +
                               std::to_string(dp) + " x pipeline 1 x tensor 2"),
               std::string::npos)
