@@ -66,10 +66,17 @@ nlohmann::json summary_json(const TrainingRun& run) {
 
 void finish_run(TrainingRun& run, const std::vector<std::unique_ptr<StepHook>>& hooks) {
   run.summary.peak_rss_bytes = gather_over_ranks(run.group, monitor::peak_rss_bytes());
-  if (run.config.train.save_weights)
+  if (run.config.train.save_weights) {
+    // With a pipeline, the writer's pipeline group (data and tensor rank 0) gathers the stages.
+    PipelineWeights pipeline;
+    if (run.pipeline) {
+      pipeline.stages = run.axes->pipeline.get();
+      pipeline.sends = run.axes->coord.data == 0 && run.axes->coord.tensor == 0;
+    }
     save_model_weights(*run.engine, *run.model, run.config.model.arch,
                        run.config.train.run_dir + "/model.safetensors", run.rank0,
-                       run.tensor_parallel.get());
+                       run.tensor_parallel.get(), pipeline);
+  }
   sample_text(run);
   if (!run.rank0) return;
   nlohmann::json out = summary_json(run);
