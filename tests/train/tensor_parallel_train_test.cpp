@@ -82,6 +82,19 @@ RunLosses expect_layouts_reproduce_single_rank(const std::vector<Layout>& layout
                 2 * (kGlobalBatch / dp) * 32 * 64 * 4 / split)
           << l.what;
     }
+    // The communication of the grid's axes is counted: the tensor all-reduces every step, the
+    // engine's reduction over the data axis (with 2 replicas).
+    const auto summary =
+        nlohmann::json::parse(read_file(dir.file("run_" + l.name) + "/summary.json"));
+    const auto& by_group = summary.at("comm_by_group");
+    EXPECT_GT(by_group.at("tensor").at("ops").at("all_reduce").at("calls").get<int64_t>(), 0)
+        << l.what << ": " << by_group.dump();
+    EXPECT_EQ(by_group.contains("data"), dp > 1) << l.what << ": " << by_group.dump();
+    if (dp > 1) {
+      EXPECT_GT(by_group.at("data").at("ops").size(), 0u) << l.what;
+    }
+    EXPECT_TRUE(read_metrics(dir.file("run_" + l.name)).back().contains("comm_wait_s_tensor"))
+        << l.what;
     // The blocks are split as they are built; at stage 3 zero.Init partitions the slices.
     const std::string built = "blocks split over the 2 tensor ranks as they were built";
     EXPECT_NE(run.output.find(built), std::string::npos) << l.what << "\n" << run.output;
