@@ -157,6 +157,8 @@ void build_engine(TrainingRun& run);
 void resume(TrainingRun& run);
 // train_step.cpp: one optimizer step (all micro-steps), the loss and stop flag agreed by all ranks.
 StepRecord train_one_step(TrainingRun& run, int64_t step);
+// throughput.cpp: a comm log's collectives by name: {op: {calls, bytes, seconds, wait_seconds}}.
+nlohmann::json comm_ops_json(const comm::CommLog& log);
 // The hooks, in the order they run after each step.
 std::vector<std::unique_ptr<StepHook>> make_step_hooks(const TrainingRun& run);
 std::unique_ptr<StepHook> make_throughput_hook(const TrainingRun& run);  // throughput.cpp

@@ -46,13 +46,18 @@ void expect_slices_of(torch::nn::Module& built, torch::nn::Module& whole,
   EXPECT_GT(split, 0);
 }
 
-TEST(TensorSliceBuild, GptBlocksHoldTheirSlicesOfTheSeededModel) {
+models::GptConfig small_gpt(int64_t layers, int64_t heads) {
   models::GptConfig c;
-  c.n_layer = 3;
-  c.n_head = 4;
+  c.n_layer = layers;
+  c.n_head = heads;
   c.n_embd = 32;
   c.block_size = 16;
   c.vocab_size = 64;
+  return c;
+}
+
+TEST(TensorSliceBuild, GptBlocksHoldTheirSlicesOfTheSeededModel) {
+  const models::GptConfig c = small_gpt(3, 4);
   models::Gpt whole(c, 7);
   int64_t block_bytes = 0;
   for (const auto& p : whole->blocks[0]->parameters()) block_bytes += p.numel() * 4;
@@ -83,12 +88,7 @@ TEST(TensorSliceBuild, LlamaBlocksHoldTheirSlicesOfTheSeededModel) {
 }
 
 TEST(TensorSliceBuild, ASplitThatDoesNotDivideNamesTheParameter) {
-  models::GptConfig c;
-  c.n_layer = 1;
-  c.n_head = 2;
-  c.n_embd = 32;
-  c.block_size = 16;
-  c.vocab_size = 64;
+  const models::GptConfig c = small_gpt(1, 2);
   TensorSliceBuild slices(0, 3);
   try {
     models::Gpt built(c, 1, slices.unit_hook());
