@@ -65,9 +65,14 @@ void declare_pipeline(TrainingRun& run) {
   } else {
     run.engine->set_model_parallel({run.axes->pipeline.get(),
                                     [tied](const std::string& name) { return name == tied; },
-                                    nullptr});
+                                    {}});
   }
   run.engine->reduce_at_step([pipe] { pipe->reduce_tied_gradients(); });
+  // Each micro-batch's forward through the stage is one activation-checkpointing pass (its
+  // regions recomputed in that micro-batch's backward, whatever 1F1B runs in between).
+  pipe->set_forward_scope([&run](const std::function<at::Tensor()>& forward) {
+    return run.activations->forward(forward);
+  });
 }
 
 double pipeline_step(TrainingRun& run, int64_t step, StepRecord& r) {

@@ -46,19 +46,13 @@ nlohmann::json summary_json(const TrainingRun& run) {
                         {"peak_rss_bytes", summary.peak_rss_bytes},
                         {"ledger_bytes_rank0", memory},
                         {"ledger_peak_bytes_rank0", peak},
-                        {"comm", nlohmann::json::object()},
+                        {"comm", comm_ops_json(run.group.log())},
                         {"config", nlohmann::json::parse(run.config.resolved_json)}};
   out["memory_report"] = memory_report_json(ledger, run.memory_estimate);
   out["comm_estimate_per_step"] =
       comm_estimate_json(zero::estimate_comm_per_step(run.estimate_in), run.group.size());
   if (summary.final_val_loss >= 0) out["final_val_loss"] = summary.final_val_loss;
   if (!summary.sample.empty()) out["sample"] = summary.sample;
-  for (const auto& [op, stats] : run.group.log().snapshot()) {
-    out["comm"][op] = {{"calls", stats.calls},
-                       {"bytes", stats.bytes},
-                       {"seconds", stats.seconds},
-                       {"wait_seconds", stats.wait_seconds}};
-  }
   return out;
 }
 
@@ -66,10 +60,17 @@ nlohmann::json summary_json(const TrainingRun& run) {
 
 void finish_run(TrainingRun& run, const std::vector<std::unique_ptr<StepHook>>& hooks) {
   run.summary.peak_rss_bytes = gather_over_ranks(run.group, monitor::peak_rss_bytes());
-  if (run.config.train.save_weights)
+  if (run.config.train.save_weights) {
+    // With a pipeline, the writer's pipeline group (data and tensor rank 0) gathers the stages.
+    PipelineWeights pipeline;
+    if (run.pipeline) {
+      pipeline.stages = run.axes->pipeline.get();
+      pipeline.sends = run.axes->coord.data == 0 && run.axes->coord.tensor == 0;
+    }
     save_model_weights(*run.engine, *run.model, run.config.model.arch,
                        run.config.train.run_dir + "/model.safetensors", run.rank0,
-                       run.tensor_parallel.get());
+                       run.tensor_parallel.get(), pipeline);
+  }
   sample_text(run);
   if (!run.rank0) return;
   nlohmann::json out = summary_json(run);

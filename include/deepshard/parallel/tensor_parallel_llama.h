@@ -27,8 +27,10 @@ namespace deepshard::parallel {
 class TensorParallelLlama : public TensorParallelModel {
  public:
   // Shards `model` (whole, the same on every tensor rank) for this rank of `tensor` and installs
-  // its tensor-parallel layer runner.
-  TensorParallelLlama(models::Llama model, comm::Group& tensor);
+  // its tensor-parallel layer runner. `built`: the hook that split its blocks as they were built
+  // (they are left as they are).
+  TensorParallelLlama(models::Llama model, comm::Group& tensor,
+                      const TensorSliceBuild* built = nullptr);
 
   models::CausalLmImpl& causal_lm() override { return *model_; }
   // The loss's parts (the layers run through the model's layer runner, installed here): the
