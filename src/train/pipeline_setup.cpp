@@ -63,9 +63,8 @@ void declare_pipeline(TrainingRun& run) {
                                              (first_stage || name != tied);
                                     }});
   } else {
-    run.engine->set_model_parallel({run.axes->pipeline.get(),
-                                    [tied](const std::string& name) { return name == tied; },
-                                    {}});
+    run.engine->set_model_parallel(
+        {run.axes->pipeline.get(), [tied](const std::string& name) { return name == tied; }, {}});
   }
   run.engine->reduce_at_step([pipe] { pipe->reduce_tied_gradients(); });
   // Each micro-batch's forward through the stage is one activation-checkpointing pass (its
