@@ -165,7 +165,7 @@ void check_model(ModelConfig& m, detail::Diagnostics& diag) {
 }
 
 // What a tensor-parallel run does not do yet (docs/parallel.md), added to the features the engine
-// refuses at start ("not supported yet: tensor_parallel.size=2 with bf16.enabled (...)").
+// refuses at start ("not supported yet: tensor_parallel.size=2 with train.sample_tokens=8 (...)").
 void refuse_with_tensor_parallel(RunConfig& run) {
   const int64_t tensor = run.parallel.tensor_parallel.effective_size();
   if (tensor <= 1) return;

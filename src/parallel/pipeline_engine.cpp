@@ -94,14 +94,15 @@ double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro, const B
   return loss.item<double>();
 }
 
-void PipelineEngine::reduce_tied_gradients() {
+void PipelineEngine::reduce_tied_gradients(const GradOf& accumulated) {
   comm::Group* tied = links_.tied();
   if (tied == nullptr) return;
   timed(wait_s_, [&] {
-    const at::Tensor& wte = stage_.model()->wte->weight;
-    DS_ASSERT(wte.grad().defined() && wte.grad().is_contiguous(),
+    const at::Tensor grad =
+        accumulated ? accumulated("wte.weight") : stage_.model()->wte->weight.grad();
+    DS_ASSERT(grad.defined() && grad.is_contiguous(),
               "tied embedding without a contiguous gradient");
-    tied->all_reduce(wte.grad(), comm::ReduceOp::kSum);
+    tied->all_reduce(grad, comm::ReduceOp::kSum);
   });
 }
 

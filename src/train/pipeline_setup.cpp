@@ -69,7 +69,13 @@ void declare_pipeline(TrainingRun& run) {
     run.engine->set_model_parallel(
         {run.axes->pipeline.get(), [](const std::string& name) { return name == "wte.weight"; }});
   }
-  run.engine->reduce_at_step([pipe] { pipe->reduce_tied_gradients(); });
+  // The tied sum runs on the engine's accumulation buffer (fp32 under bf16: autograd's bf16
+  // .grad was added there after every backward).
+  zero::Engine* engine = run.engine.get();
+  run.engine->reduce_at_step([pipe, engine] {
+    pipe->reduce_tied_gradients(
+        [engine](const std::string& name) { return engine->accumulated_grad(name); });
+  });
 }
 
 double pipeline_step(TrainingRun& run, int64_t step, StepRecord& r) {

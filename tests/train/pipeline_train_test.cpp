@@ -175,7 +175,6 @@ TEST(PipelineTrain, RefusesWhatItDoesNotDo) {
              "not supported yet: zero_optimization.stage=2" + with + "DeepSpeed refuses it too"},
         Case{{{"zero_optimization", {{"stage", 3}}}},
              "not supported yet: zero_optimization.stage=3" + with},
-        Case{{{"bf16", {{"enabled", true}}}}, "not supported yet: bf16.enabled" + with},
         Case{{{"train", {{"save_weights", true}}}}, "not supported yet: train.save_weights" + with},
         Case{{{"train", {{"activation_checkpointing", true}}}},
              "not supported yet: train.activation_checkpointing" + with},
