@@ -223,6 +223,7 @@ std::unique_ptr<Group> create_subgroup(const Group& world, const std::vector<int
   DS_CHECK(index >= 0, CommError, where, ": this rank is not among its members");
   DS_CHECK(options.timeout.count() > 0, CommError, where, ": timeout must be positive");
   RendezvousInfo sub = whole;
+  sub.job_rank = job_rank(whole);
   sub.rank = index;
   sub.world_size = static_cast<int>(members.size());
   sub.local_rank = index;

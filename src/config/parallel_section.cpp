@@ -81,10 +81,6 @@ void refuse_with_pipeline(RunConfig& run) {
   refuse(train.save_weights, "train.save_weights", "the weights are split over the stages");
   refuse(train.sample_tokens > 0, "train.sample_tokens=" + std::to_string(train.sample_tokens),
          "sampling runs the whole model on rank 0");
-  refuse(train.activation_checkpointing, "train.activation_checkpointing",
-         "recompute inside a pipeline stage is not built yet");
-  refuse(!run.data.valid.empty(), "data.valid",
-         "evaluation through the pipeline (a forward-only schedule) is not built yet");
   refuse(run.model.arch != "gpt", "model.arch=" + run.model.arch,
          "the pipeline splits the GPT only so far");
   // Checkpoints work with a pipeline and with tensor parallelism, each tested; not both at once.

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "deepshard/activation/checkpoint.h"
 #include "deepshard/kernels/causal_attention.h"
@@ -45,8 +46,24 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& config)
   c_proj = register_module("c_proj", linear(n_embd_, n_embd_, config.bias));
 }
 
+at::Tensor dropout_slice(const at::Tensor& x, double p, bool training, int64_t dim, int64_t first,
+                         int64_t whole) {
+  if (!training || p == 0.0) return x;
+  DS_CHECK(p > 0.0 && p < 1.0, Error, "dropout probability ", p, " is outside [0, 1)");
+  DS_CHECK(first >= 0 && first + x.size(dim) <= whole, Error, "dropout_slice: [", first, ", ",
+           first + x.size(dim), ") is not within ", whole);
+  // As ATen's CPU dropout: a Bernoulli(1 - p) noise of the input's (here: the whole) shape,
+  // divided by 1 - p, multiplied in.
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes[static_cast<size_t>(dim)] = whole;
+  at::Tensor noise = at::empty(sizes, x.options()).bernoulli_(1.0 - p);
+  noise.div_(1.0 - p);
+  return x * noise.narrow(dim, first, x.size(dim));
+}
+
 at::Tensor causal_attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
-                            int64_t n_head, double dropout, bool training, bool fused) {
+                            int64_t n_head, double dropout, bool training, bool fused,
+                            HeadSlice heads_held) {
   const int64_t batch = q_in.size(0), seq = q_in.size(1), width = q_in.size(2);
   const int64_t head_size = width / n_head;
   // [B, T, n_head * head_size] -> [B, n_head, T, head_size]
@@ -64,7 +81,9 @@ at::Tensor causal_attention(const at::Tensor& q_in, const at::Tensor& k_in, cons
         torch::full({seq, seq}, -std::numeric_limits<double>::infinity(), q.options()).triu(1);
     att = torch::softmax(att * scale + mask, /*dim=*/-1);
   }
-  att = torch::dropout(att, dropout, training);
+  att = heads_held.total > n_head
+            ? dropout_slice(att, dropout, training, /*dim=*/1, heads_held.first, heads_held.total)
+            : torch::dropout(att, dropout, training);
   return torch::matmul(att, v).transpose(1, 2).contiguous().view({batch, seq, width});
 }
 

@@ -36,36 +36,49 @@ PipelineEngine::PipelineEngine(models::Gpt model, PartitionMethod method, PipeLi
             "pipeline group of ", pipeline.size(), " ranks for links of ", links.stages());
 }
 
+at::Tensor PipelineEngine::forward_micro(const MicroBatch& mb, at::Tensor& in, bool keep_graph) {
+  if (links_.is_first()) {
+    in = mb.idx;
+  } else {
+    const int64_t width = stage_.model()->config().n_embd;
+    in = at::empty({mb.idx.size(0), mb.idx.size(1), width},
+                   at::TensorOptions(stage_.parameters().front().scalar_type()));
+    timed(wait_s_, [&] { links_.recv_activation(in); });
+    if (keep_graph) in.requires_grad_(true);
+  }
+  auto run = [&] {
+    at::Tensor out = stage_.forward(in);
+    return links_.is_last() ? stage_.loss(out, mb.targets) : out;
+  };
+  at::Tensor out = keep_graph && forward_scope_ ? forward_scope_(run) : run();
+  if (!links_.is_last()) links_.send_activation(out.detach().contiguous());
+  return out;
+}
+
+double PipelineEngine::finish_batch(double loss_sum, int m) {
+  at::Tensor loss = at::full({1}, loss_sum / m, at::kDouble);
+  timed(wait_s_, [&] {
+    links_.flush();
+    pipeline_.broadcast(loss, links_.stages() - 1);
+  });
+  return loss.item<double>();
+}
+
 double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro, const Backward& backward) {
   const int m = static_cast<int>(micro.size());
   DS_CHECK(m >= 1, Error, "pipeline train_batch: no micro-batches");
   bubble_ = parallel::bubble_fraction(links_.stages(), m);
   const auto t0 = Clock::now();
   wait_s_ = 0.0;
-  const int64_t width = stage_.model()->config().n_embd;
-  const auto dtype = stage_.parameters().front().scalar_type();
   // Per micro-batch: the stage's input (its gradient goes back) and its output (or the loss).
   std::vector<at::Tensor> inputs(m), outputs(m);
   double loss_sum = 0.0;
   for (const PipeStep& step : one_f_one_b(links_.stages(), links_.stage(), m)) {
-    const MicroBatch& mb = micro.at(step.micro);
     at::Tensor& in = inputs[step.micro];
     at::Tensor& out = outputs[step.micro];
     if (step.kind == PipeStep::kForward) {
-      if (links_.is_first()) {
-        in = mb.idx;
-      } else {
-        in = at::empty({mb.idx.size(0), mb.idx.size(1), width}, at::TensorOptions(dtype));
-        timed(wait_s_, [&] { links_.recv_activation(in); });
-        in.requires_grad_(true);
-      }
-      out = stage_.forward(in);
-      if (links_.is_last()) {
-        out = stage_.loss(out, mb.targets);
-        loss_sum += out.item<double>();
-      } else {
-        links_.send_activation(out.detach().contiguous());
-      }
+      out = forward_micro(micro.at(step.micro), in, /*keep_graph=*/true);
+      if (links_.is_last()) loss_sum += out.item<double>();
     } else {
       at::Tensor grad;
       if (!links_.is_last()) {
@@ -84,14 +97,26 @@ double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro, const B
       out = at::Tensor();
     }
   }
-  at::Tensor loss = at::full({1}, loss_sum / m, at::kDouble);
-  timed(wait_s_, [&] {
-    links_.flush();
-    pipeline_.broadcast(loss, links_.stages() - 1);
-  });
+  const double loss = finish_batch(loss_sum, m);
   if (!backward) reduce_tied_gradients();
   batch_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
-  return loss.item<double>();
+  return loss;
+}
+
+double PipelineEngine::eval_batch(const std::vector<MicroBatch>& micro) {
+  const int m = static_cast<int>(micro.size());
+  DS_CHECK(m >= 1, Error, "pipeline eval_batch: no micro-batches");
+  torch::NoGradGuard no_grad;
+  const double train_wait = wait_s_;  // comm_wait_seconds() stays the last train_batch's
+  double loss_sum = 0.0;
+  for (const MicroBatch& mb : micro) {
+    at::Tensor in;
+    const at::Tensor out = forward_micro(mb, in, /*keep_graph=*/false);
+    if (links_.is_last()) loss_sum += out.item<double>();
+  }
+  const double loss = finish_batch(loss_sum, m);
+  wait_s_ = train_wait;
+  return loss;
 }
 
 void PipelineEngine::reduce_tied_gradients(const GradOf& accumulated) {

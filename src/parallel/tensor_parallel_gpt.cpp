@@ -1,6 +1,7 @@
 // TensorParallelGpt: the in-place sharding of a whole models::Gpt, its tensor-parallel forward
 // (column-parallel QKV and MLP up projection behind f, row-parallel attention output and MLP down
-// projection before g, the vocabulary-parallel embedding, head and cross-entropy).
+// projection before g, the vocabulary-parallel embedding, head and cross-entropy), and its dropout
+// (the one-rank run's masks: models::dropout_slice).
 #include "deepshard/parallel/tensor_parallel_gpt.h"
 
 #include <torch/torch.h>
@@ -21,14 +22,11 @@ at::Tensor norm(torch::nn::LayerNorm& ln, const at::Tensor& x, bool fused) {
 
 }  // namespace
 
-TensorParallelGpt::TensorParallelGpt(models::Gpt model, comm::Group& tensor)
-    : TensorParallelModel(tensor, model->config().vocab_size), model_(std::move(model)) {
+TensorParallelGpt::TensorParallelGpt(models::Gpt model, comm::Group& tensor,
+                                     const TensorSliceBuild* built)
+    : TensorParallelModel(tensor, model->config().vocab_size, built), model_(std::move(model)) {
   const auto& c = model_->config();
   require_divisible(tensor, "n_head", c.n_head, "heads are split over the tensor ranks");
-  DS_CHECK(c.dropout == 0.0, Error, "tensor_parallel.size ", tensor.size(), ": model.dropout ",
-           c.dropout,
-           " is not supported yet with tensor parallelism (it needs the model-parallel RNG "
-           "tracker); use 0");
   keep_slices();
   model_->set_block_runner([this](int64_t, models::Block& block, const at::Tensor& x) {
     return checkpointed_block(block, x);
@@ -49,16 +47,21 @@ at::Tensor TensorParallelGpt::block_forward(models::Block& block, const at::Tens
   const int64_t local_heads = c.n_head / tensor_group().size();
   auto& attn = *block->attn;
   auto& mlp = *block->mlp;
+  // Dropout draws what the one-rank block draws, in its order, from the generator every tensor
+  // rank holds in the same state: the attention weights' mask for all heads (this rank applies
+  // its heads' part), then the whole residual branches' masks (applied alike on every rank).
+  const bool training = block->is_training();
+  const models::HeadSlice heads{tensor_group().rank() * local_heads, c.n_head};
   // Attention: f, column-parallel QKV of this rank's heads, attention over them, row-parallel
-  // output projection, g, then the (whole) bias.
+  // output projection, g, then the (whole) bias and the residual dropout.
   const bool fused = c.fused_kernels;
   const at::Tensor a = copy_to_tensor_region(norm(block->ln_1, x, fused), tensor_group());
   auto qkv = torch::linear(a, attn.c_attn->weight, attn.c_attn->bias).chunk(3, 2);
-  const at::Tensor y =
-      models::causal_attention(qkv[0], qkv[1], qkv[2], local_heads, 0.0, false, fused);
+  const at::Tensor y = models::causal_attention(qkv[0], qkv[1], qkv[2], local_heads, c.dropout,
+                                                training, fused, heads);
   at::Tensor out = reduce_from_tensor_region(torch::linear(y, attn.c_proj->weight), tensor_group());
   if (attn.c_proj->bias.defined()) out = out + attn.c_proj->bias;
-  const at::Tensor h = x + out;
+  const at::Tensor h = x + torch::dropout(out, c.dropout, training);
   // MLP: f, column-parallel up projection and GELU, row-parallel down projection, g, bias.
   const at::Tensor m = copy_to_tensor_region(norm(block->ln_2, h, fused), tensor_group());
   const at::Tensor pre = torch::linear(m, mlp.c_fc->weight, mlp.c_fc->bias);
@@ -66,7 +69,7 @@ at::Tensor TensorParallelGpt::block_forward(models::Block& block, const at::Tens
   at::Tensor down =
       reduce_from_tensor_region(torch::linear(up, mlp.c_proj->weight), tensor_group());
   if (mlp.c_proj->bias.defined()) down = down + mlp.c_proj->bias;
-  return h + down;
+  return h + torch::dropout(down, c.dropout, training);
 }
 
 at::Tensor TensorParallelGpt::loss(const at::Tensor& idx, const at::Tensor& targets) {
@@ -82,8 +85,9 @@ at::Tensor TensorParallelGpt::loss(const at::Tensor& idx, const at::Tensor& targ
 at::Tensor TensorParallelGpt::embed(const at::Tensor& idx) {
   auto& gpt = *model_;
   const at::Tensor pos = torch::arange(idx.size(1), idx.options());
-  return vocab_parallel_embedding(idx, gpt.wte->weight, vocab_start(), tensor_group()) +
-         gpt.wpe(pos);
+  return torch::dropout(
+      vocab_parallel_embedding(idx, gpt.wte->weight, vocab_start(), tensor_group()) + gpt.wpe(pos),
+      gpt.config().dropout, gpt.is_training());
 }
 
 at::Tensor TensorParallelGpt::head_loss(const at::Tensor& hidden, const at::Tensor& targets) {

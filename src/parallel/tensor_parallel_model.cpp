@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "deepshard/parallel/tensor_slice_build.h"
 #include "deepshard/parallel/tensor_slices.h"
 #include "deepshard/util/error.h"
 
@@ -14,8 +15,9 @@ void require_divisible(const comm::Group& tensor, const char* key, int64_t value
            key, " ", value, " is not divisible by it (", why, ")");
 }
 
-TensorParallelModel::TensorParallelModel(comm::Group& tensor, int64_t vocab_size)
-    : tensor_(tensor) {
+TensorParallelModel::TensorParallelModel(comm::Group& tensor, int64_t vocab_size,
+                                         const TensorSliceBuild* built)
+    : tensor_(tensor), built_(built) {
   require_divisible(tensor, "vocab_size", vocab_size,
                     "the vocabulary is split over the tensor ranks");
   vocab_start_ = vocab_size / tensor.size() * tensor.rank();
@@ -43,6 +45,7 @@ void TensorParallelModel::keep_slices() {
   for (auto& item : causal_lm().named_parameters()) {
     const TensorSplit split = tensor_split(item.key());
     if (split == TensorSplit::kReplicated) continue;
+    if (built_ != nullptr && built_->split_at_build(item.value())) continue;
     item.value().set_data(tensor_slice(item.value(), split, t, n).clone());
   }
 }

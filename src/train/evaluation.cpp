@@ -1,5 +1,5 @@
 // The evaluation hook: mean validation loss every train.eval_interval steps and after the last
-// step, when the run has data.valid.
+// step, when the run has data.valid (with a pipeline too: a forward-only pass of the stages).
 #include <torch/torch.h>
 
 #include "train/training_run.h"
@@ -7,17 +7,28 @@
 namespace deepshard::train {
 namespace {
 
-// Mean validation loss over `batches` micro-batches per rank (the same batches every time).
+// Mean validation loss over `batches` micro-batches per data-parallel rank (the same batches
+// every time). With a pipeline they go through the stages forward only, the loss from the last.
 double evaluate(TrainingRun& run, const data::DistributedSampler& sampler, int64_t batches) {
   torch::NoGradGuard no_grad;
   run.model->eval();
-  double sum = 0.0;
-  for (int64_t i = 0; i < batches; ++i) {
-    auto batch = sampler.batch(/*step=*/i, /*micro_step=*/0);
-    sum += run.loss(batch.inputs, batch.targets).item<double>();
+  double mean = 0.0;
+  if (run.pipeline) {
+    std::vector<parallel::MicroBatch> micro;
+    for (int64_t i = 0; i < batches; ++i) {
+      auto batch = sampler.batch(/*step=*/i, /*micro_step=*/0);
+      micro.push_back({batch.inputs, batch.targets});
+    }
+    mean = run.pipeline->eval_batch(micro);
+  } else {
+    for (int64_t i = 0; i < batches; ++i) {
+      auto batch = sampler.batch(/*step=*/i, /*micro_step=*/0);
+      mean += run.loss(batch.inputs, batch.targets).item<double>();
+    }
+    mean /= static_cast<double>(batches);
   }
   run.model->train();
-  return mean_over_ranks(run.group, sum / static_cast<double>(batches));
+  return mean_over_ranks(run.group, mean);
 }
 
 class EvaluationHook : public StepHook {

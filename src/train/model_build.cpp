@@ -4,23 +4,39 @@
 
 #include "deepshard/checkpoint/hf_weights.h"
 #include "deepshard/train/model_factory.h"
+#include "deepshard/util/log.h"
 #include "train/training_run.h"
 
 namespace deepshard::train {
 
 void build_model(TrainingRun& run) {
   const auto& ds = run.ds;
-  // Stage 3 builds the model under zero.Init (each block partitioned as soon as it exists), unless
-  // Hugging Face weights are loaded into the full model afterwards, or tensor parallelism splits
-  // the whole model first (the engine then partitions this rank's slices over the data group).
+  // Stage 3 builds the model under zero.Init (each block partitioned over the data-parallel group
+  // as soon as it exists), unless Hugging Face weights are loaded into the full model afterwards.
   // The blocks take the training dtype as they are built (bf16; fp16 on CPU computes in fp32).
-  if (ds.zero.stage == 3 && run.config.model.init_from.empty() &&
-      run.config.parallel.tensor_parallel.effective_size() <= 1) {
+  const bool whole_first = !run.config.model.init_from.empty();
+  if (ds.zero.stage == 3 && !whole_first) {
     run.zero_init = std::make_unique<zero::PartitionedBuild>(
-        run.group, ds.bf16.enabled ? at::kBFloat16 : at::kFloat);
+        run.dp_group(), ds.bf16.enabled ? at::kBFloat16 : at::kFloat);
   }
-  run.model = make_model(run.config.model, run.config.train.seed,
-                         run.zero_init ? run.zero_init->unit_hook() : sharding::UnitBuilt());
+  sharding::UnitBuilt on_block = run.zero_init ? run.zero_init->unit_hook() : sharding::UnitBuilt();
+  // Tensor parallelism: each block split over the tensor group as soon as it exists (before
+  // zero.Init partitions this rank's slices), so no rank holds the whole model's blocks at once.
+  if (run.axes && run.axes->grid.tensor_size() > 1 && !whole_first) {
+    run.tensor_build = std::make_unique<parallel::TensorSliceBuild>(
+        run.axes->tensor->rank(), run.axes->tensor->size(), std::move(on_block));
+    on_block = run.tensor_build->unit_hook();
+  }
+  run.model = make_model(run.config.model, run.config.train.seed, on_block);
+  if (run.tensor_build && run.rank0) {
+    log::info(
+        "tensor parallelism: the model's ", run.tensor_build->blocks(), " blocks split over the ",
+        run.axes->tensor->size(), " tensor ranks as they were built (one whole block at a time, ",
+        run.tensor_build->peak_whole_block_bytes(), " bytes)",
+        run.zero_init ? ", then partitioned over the " + std::to_string(run.dp_group().size()) +
+                            " data-parallel ranks (zero.Init)"
+                      : std::string());
+  }
   // Fine-tuning: Hugging Face weights of the architecture replace the fresh init (every rank reads
   // the file; the engine then broadcasts rank 0's parameters anyway).
   if (!run.config.model.init_from.empty())

@@ -66,8 +66,9 @@ void declare_pipeline(TrainingRun& run) {
            return (tensor_rank0 || tp->is_split(name)) && (first_stage || name != "wte.weight");
          }});
   } else {
-    run.engine->set_model_parallel(
-        {run.axes->pipeline.get(), [](const std::string& name) { return name == "wte.weight"; }});
+    run.engine->set_model_parallel({run.axes->pipeline.get(),
+                                    [](const std::string& name) { return name == "wte.weight"; },
+                                    {}});
   }
   // The tied sum runs on the engine's accumulation buffer (fp32 under bf16: autograd's bf16
   // .grad was added there after every backward).
@@ -75,6 +76,11 @@ void declare_pipeline(TrainingRun& run) {
   run.engine->reduce_at_step([pipe, engine] {
     pipe->reduce_tied_gradients(
         [engine](const std::string& name) { return engine->accumulated_grad(name); });
+  });
+  // Each micro-batch's forward through the stage is one activation-checkpointing pass (its
+  // regions recomputed in that micro-batch's backward, whatever 1F1B runs in between).
+  pipe->set_forward_scope([&run](const std::function<at::Tensor()>& forward) {
+    return run.activations->forward(forward);
   });
 }
 

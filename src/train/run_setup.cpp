@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "deepshard/parallel/process_groups.h"
 #include "deepshard/util/error.h"
 #include "train/training_run.h"
 
@@ -11,8 +12,14 @@ namespace deepshard::train {
 void setup(TrainingRun& run) {
   DS_CHECK(!run.config.data.train.empty(), ConfigError, "data.train: no training token file given");
   std::filesystem::create_directories(run.config.train.run_dir);
-  // Each rank its own dropout stream.
-  torch::manual_seed(run.config.train.seed + static_cast<uint64_t>(run.group.rank()));
+  // Each rank its own dropout stream, except that the tensor ranks of a replica share one (that of
+  // their tensor rank 0): they apply the one dropout mask of the single-rank run to their
+  // replicated activations and their parts of it to the split attention weights
+  // (parallel::TensorParallelGpt). Without tensor parallelism every rank is its own tensor rank 0.
+  const parallel::RankGrid grid = parallel::grid_from_config(run.config.parallel, run.group.size());
+  parallel::GridCoord stream = grid.coord(run.group.rank());
+  stream.tensor = 0;
+  torch::manual_seed(run.config.train.seed + static_cast<uint64_t>(grid.rank(stream)));
 }
 
 double mean_over_ranks(comm::Group& group, double value) {

@@ -46,19 +46,13 @@ nlohmann::json summary_json(const TrainingRun& run) {
                         {"peak_rss_bytes", summary.peak_rss_bytes},
                         {"ledger_bytes_rank0", memory},
                         {"ledger_peak_bytes_rank0", peak},
-                        {"comm", nlohmann::json::object()},
+                        {"comm", comm_ops_json(run.group.log())},
                         {"config", nlohmann::json::parse(run.config.resolved_json)}};
   out["memory_report"] = memory_report_json(ledger, run.memory_estimate);
   out["comm_estimate_per_step"] =
       comm_estimate_json(zero::estimate_comm_per_step(run.estimate_in), run.group.size());
   if (summary.final_val_loss >= 0) out["final_val_loss"] = summary.final_val_loss;
   if (!summary.sample.empty()) out["sample"] = summary.sample;
-  for (const auto& [op, stats] : run.group.log().snapshot()) {
-    out["comm"][op] = {{"calls", stats.calls},
-                       {"bytes", stats.bytes},
-                       {"seconds", stats.seconds},
-                       {"wait_seconds", stats.wait_seconds}};
-  }
   return out;
 }
 

@@ -2,6 +2,7 @@
 // files that own them).
 #include "deepshard/train/trainer.h"
 
+#include "deepshard/config/loader.h"
 #include "train/stop_signals.h"
 #include "train/training_run.h"
 
@@ -22,9 +23,13 @@ std::vector<std::unique_ptr<StepHook>> make_step_hooks(const TrainingRun& run) {
 }
 
 TrainSummary run_training(const config::RunConfig& config, comm::Group& group) {
+  // What the run refuses (not supported yet, naming the key), before anything is built or any
+  // group made; `deepshard train` checks it before the rendezvous too.
+  config::check_supported(config.ds);
   TrainingRun run(config, group);
   run.monitors = std::make_unique<RunMonitors>(config, group);  // the comms logger counts from here
   setup(run);
+  build_parallel_groups(run);
   build_model(run);
   build_tensor_parallel(run);
   build_pipeline(run);

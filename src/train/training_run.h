@@ -21,6 +21,7 @@
 #include "deepshard/parallel/pipeline_engine.h"
 #include "deepshard/parallel/process_groups.h"
 #include "deepshard/parallel/tensor_parallel_model.h"
+#include "deepshard/parallel/tensor_slice_build.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/estimator.h"
@@ -52,11 +53,14 @@ struct TrainingRun {
   comm::Group& group;  // the job's ranks
   const bool rank0;
 
-  // build_tensor_parallel (tensor_parallel_setup.cpp): with tensor_parallel.size > 1 the rank
-  // grid's groups and the model's tensor-parallel wrapper; data_group is the data-parallel axis
-  // (the engine's group, the samplers'), else the job's group.
+  // build_parallel_groups (tensor_parallel_setup.cpp): with tensor_parallel.size > 1 or
+  // pipeline.stages > 1 the rank grid's groups; data_group is the data-parallel axis (the
+  // engine's group, zero.Init's, the samplers'), else the job's group. build_model: with
+  // tensor_parallel.size > 1 the hook that split each block as it was built; build_tensor_parallel:
+  // the model's tensor-parallel wrapper.
   std::unique_ptr<parallel::ParallelGroups> axes;
   comm::GroupOptions axis_options;  // of the axes' groups (and the pipeline's links)
+  std::unique_ptr<parallel::TensorSliceBuild> tensor_build;
   std::unique_ptr<parallel::TensorParallelModel> tensor_parallel;
   comm::Group* data_group;
   // build_pipeline (pipeline_setup.cpp): with pipeline.stages > 1 this rank's links to the
@@ -123,10 +127,14 @@ class StepHook {
 
 // run_setup.cpp: checks data.train, creates the run folder, seeds this rank's generator.
 void setup(TrainingRun& run);
-// model_build.cpp: the model (under zero.Init at stage 3), init_from weights, training dtype.
+// tensor_parallel_setup.cpp: the rank grid's groups (tensor_parallel.size > 1 or pipeline.stages
+// > 1; else nothing). Before build_model.
+void build_parallel_groups(TrainingRun& run);
+// model_build.cpp: the model (each block split over the tensor group as it is built, then
+// partitioned under zero.Init at stage 3), init_from weights, training dtype.
 void build_model(TrainingRun& run);
-// tensor_parallel_setup.cpp: the rank grid's groups and the model split over the tensor group
-// (tensor_parallel.size > 1; else nothing).
+// tensor_parallel_setup.cpp: the model split over the tensor group (tensor_parallel.size > 1;
+// else nothing).
 void build_tensor_parallel(TrainingRun& run);
 // tensor_parallel_setup.cpp: tells the engine about the tensor axis (its gradient norm).
 void declare_model_parallel(TrainingRun& run);
@@ -149,6 +157,8 @@ void build_engine(TrainingRun& run);
 void resume(TrainingRun& run);
 // train_step.cpp: one optimizer step (all micro-steps), the loss and stop flag agreed by all ranks.
 StepRecord train_one_step(TrainingRun& run, int64_t step);
+// throughput.cpp: a comm log's collectives by name: {op: {calls, bytes, seconds, wait_seconds}}.
+nlohmann::json comm_ops_json(const comm::CommLog& log);
 // The hooks, in the order they run after each step.
 std::vector<std::unique_ptr<StepHook>> make_step_hooks(const TrainingRun& run);
 std::unique_ptr<StepHook> make_throughput_hook(const TrainingRun& run);  // throughput.cpp

@@ -61,7 +61,7 @@ ShardedOptimizerEngine::ShardedOptimizerEngine(std::shared_ptr<torch::nn::Module
     host_grads_ = at::zeros({shard}, fp32.device(offload_device));
     ledger_.allocate(MemoryCategory::kGradients, shard * 4, MemoryPlace::kHost);
   }
-  log_offload_notes(config_, params.device(), group_.rank());
+  log_offload_notes(config_, params.device(), comm::job_rank(group_.info()));
   if (low_precision_params_ && !nvme) {
     allocate(MemoryCategory::kMasterWeights, master_, shard, fp32.device(offload_device),
              offload.enabled() ? MemoryPlace::kHost : MemoryPlace::kCompute);
@@ -86,8 +86,10 @@ ShardedOptimizerEngine::ShardedOptimizerEngine(std::shared_ptr<torch::nn::Module
       layout_->shard_ranges(group_.rank(), decay, /*in_flat_buffer=*/!low_precision_params_),
       /*host_state=*/!nvme);
   if (nvme) {
+    // Swap folders are named by the job's rank: a data-parallel group is one of several under
+    // tensor or pipeline parallelism.
     swapped_ = std::make_unique<SwappedAdam>(
-        config_, group_.rank(), *adam_, low_precision_params_,
+        config_, comm::job_rank(group_.info()), *adam_, low_precision_params_,
         offload::split_sub_groups(shard, config_.zero.sub_group_size),
         [this](int64_t lo, int64_t n, float* out) {
           for_shard_window(lo, n, [&](int64_t shard_at, int64_t flat_at, int64_t len) {

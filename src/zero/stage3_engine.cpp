@@ -62,12 +62,11 @@ void Stage3Engine::create_units(PartitionedBuild* build) {
 }
 
 void Stage3Engine::allocate_shards() {
-  const int rank = group_.rank();
   const int64_t shard_numel = slice_offsets_.back() + units_.back()->slice_numel();
   const auto options = units_[0]->options().requires_grad(false);
   low_precision_params_ = options.dtype() != at::kFloat;
   const config::OffloadConfig& offload_param = config_.zero.offload_param;
-  log_offload_notes(config_, options.device(), rank);
+  log_offload_notes(config_, options.device(), comm::job_rank(group_.info()));
   // offload_param nvme: the slices of units that are not persistent go to NVMe, beyond the first
   // max_in_cpu elements of them (kept in host memory, DeepSpeed's max_in_cpu).
   const bool param_nvme = offload_param.device == config::OffloadDevice::kNvme;
@@ -94,10 +93,13 @@ void Stage3Engine::allocate_shards() {
   }
   if (largest_swapped > 0) {
     offload::PartitionSwapOptions po;
-    const offload::SwapOptions so = swap_options(config_, offload_param, "params", rank);
+    // Swap folders are named by the job's rank: a data-parallel group is one of several under
+    // tensor or pipeline parallelism.
+    const int job_rank = comm::job_rank(group_.info());
+    const offload::SwapOptions so = swap_options(config_, offload_param, "params", job_rank);
     po.nvme_path = so.nvme_path;
     po.run = so.run;
-    po.rank = rank;
+    po.rank = job_rank;
     po.aio = so.aio;
     po.pin_memory = offload_param.pin_memory;
     po.buffer_count = offload_param.buffer_count;
@@ -108,7 +110,7 @@ void Stage3Engine::allocate_shards() {
     param_swapper_ = std::make_unique<offload::PartitionSwapper>(swap_bytes, po);
     ledger_.allocate(MemoryCategory::kSwapBuffers, param_swapper_->held_bytes(),
                      MemoryPlace::kHost);
-    if (rank == 0) {
+    if (job_rank == 0) {
       log::info(
           "offload_param nvme: ", std::count(swapped_param_.begin(), swapped_param_.end(), true),
           " of ", units_.size(), " units' slices on NVMe in ", param_swapper_->folder(), " (",
@@ -210,7 +212,7 @@ void Stage3Engine::create_optimizer() {
   place_state(MemoryCategory::kOptimizerState, 8);
   if (opt_nvme) {
     swapped_ = std::make_unique<SwappedAdam>(
-        config_, rank, *adam_, master_swapped_, groups,
+        config_, comm::job_rank(group_.info()), *adam_, master_swapped_, groups,
         [this](int64_t lo, int64_t n, float* out) { read_params(lo, n, out); });
     ledger_.allocate(MemoryCategory::kSwapBuffers, swapped_->held_bytes(), MemoryPlace::kHost);
   }

@@ -21,7 +21,16 @@ struct RendezvousInfo {
   // refused): DEEPSHARD_JOB_TOKEN (the launcher sets a random one per job), else Open MPI's job
   // id or Slurm's job and step ids (distinct per job, though not secret), else empty.
   std::string job_token;
+  // The rank in the whole job when this is a sub-group's (whose `rank` is its index among its
+  // members); -1: `rank` is the job's.
+  int job_rank = -1;
 };
+
+// The rank in the whole job of the process `info` describes (what names per-process files: NVMe
+// swap folders).
+inline int job_rank(const RendezvousInfo& info) {
+  return info.job_rank >= 0 ? info.job_rank : info.rank;
+}
 
 // Throws CommError naming the variable that is missing or malformed (e.g. RANK set but not
 // WORLD_SIZE, or RANK >= WORLD_SIZE).

@@ -51,6 +51,17 @@ class PipelineEngine {
   //    backward has sent its gradient (Engine::reduce_at_step runs it before the reduction).
   double train_batch(const std::vector<MicroBatch>& micro, const Backward& backward = {});
 
+  // Forward only (DeepSpeed's PipelineEngine.eval_batch): every micro-batch through the stages in
+  // order, no gradients kept; returns the mean loss over them, the same on every stage.
+  // Collective over the pipeline.
+  double eval_batch(const std::vector<MicroBatch>& micro);
+
+  // Wraps each micro-batch's forward through this stage (train_batch's): activation
+  // checkpointing's pass (its regions are recomputed in that micro-batch's backward) and the
+  // activation meter's window. Unset: the forward runs as is.
+  using ForwardScope = std::function<at::Tensor(const std::function<at::Tensor()>& forward)>;
+  void set_forward_scope(ForwardScope scope) { forward_scope_ = std::move(scope); }
+
   // Sums the gradients of the tied embedding's two copies over the first and last stage (nothing
   // on the others); the time counts as the batch's comm wait. `accumulated(name)`: where the
   // tied parameter's gradient is accumulated (a ZeRO engine's Engine::accumulated_grad: the fp32
@@ -75,10 +86,19 @@ class PipelineEngine {
   double comm_wait_seconds() const { return wait_s_; }
 
  private:
+  // One micro-batch's forward through this stage: `in` is set to the stage's input (the tokens on
+  // the first stage, else received from the previous stage); returns the loss on the last stage,
+  // else the output, which it sends on.
+  at::Tensor forward_micro(const MicroBatch& mb, at::Tensor& in, bool keep_graph);
+  // The batch's mean loss (micro-batches' loss sum / m on the last stage) once every send is
+  // done, broadcast from the last stage.
+  double finish_batch(double loss_sum, int m);
+
   StagePartition partition_;
   GptStage stage_;
   PipeLinks& links_;
   comm::Group& pipeline_;
+  ForwardScope forward_scope_;
   double bubble_ = 0.0, batch_s_ = 0.0, wait_s_ = 0.0;
 };
 

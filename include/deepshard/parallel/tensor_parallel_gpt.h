@@ -27,7 +27,9 @@ class TensorParallelGpt : public TensorParallelModel {
  public:
   // Shards `model` (whole, the same on every tensor rank) for this rank of `tensor` and installs
   // its tensor-parallel block runner. Throws Error naming the size that does not divide.
-  TensorParallelGpt(models::Gpt model, comm::Group& tensor);
+  // `built`: the hook that split its blocks as they were built (they are left as they are).
+  TensorParallelGpt(models::Gpt model, comm::Group& tensor,
+                    const TensorSliceBuild* built = nullptr);
 
   at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets) override;
   models::CausalLmImpl& causal_lm() override { return *model_; }

@@ -27,7 +27,9 @@ namespace deepshard::parallel {
 class TensorParallelLlama : public TensorParallelModel {
  public:
   // Shards `model` (whole, the same on every tensor rank) for this rank of `tensor`.
-  TensorParallelLlama(models::Llama model, comm::Group& tensor);
+  // `built`: the hook that split its blocks as they were built (they are left as they are).
+  TensorParallelLlama(models::Llama model, comm::Group& tensor,
+                      const TensorSliceBuild* built = nullptr);
 
   at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets) override;
   models::CausalLmImpl& causal_lm() override { return *model_; }

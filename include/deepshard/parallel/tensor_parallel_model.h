@@ -1,6 +1,7 @@
 // What the tensor-parallel models (TensorParallelGpt, TensorParallelLlama) share: a whole causal
 // language model, built the same on every rank of a tensor group with the same seed (so the
-// initialisation is the single-rank run's), of which each rank keeps in place only its slices of
+// initialisation is the single-rank run's; its blocks possibly split as they were built,
+// tensor_slice_build.h), of which each rank keeps in place only its slices of
 // the split parameters (tensor_split.h's rule; the model's parameter names and module tree are
 // unchanged); the loss over the tensor group; and the gather of the whole parameters. The trainer,
 // the all-axes gradient norm (grad_norm.h) and the engine's model-parallel hook see this interface.
@@ -16,6 +17,8 @@
 #include "deepshard/models/causal_lm.h"
 
 namespace deepshard::parallel {
+
+class TensorSliceBuild;
 
 class TensorParallelModel {
  public:
@@ -42,10 +45,11 @@ class TensorParallelModel {
 
  protected:
   // `vocab_size`: the model's vocabulary (split in T rows ranges; this rank's starts at
-  // vocab_start()). Throws Error naming model.vocab_size when T does not divide it.
-  TensorParallelModel(comm::Group& tensor, int64_t vocab_size);
+  // vocab_start()). Throws Error naming model.vocab_size when T does not divide it. `built`: the
+  // hook that split the blocks as the model was built (tensor_slice_build.h), or null.
+  TensorParallelModel(comm::Group& tensor, int64_t vocab_size, const TensorSliceBuild* built);
   // Replaces every split parameter of causal_lm() by a copy of this rank's slice (in place: the
-  // parameter objects, and so the module tree, stay).
+  // parameter objects, and so the module tree, stay), except those split as they were built.
   void keep_slices();
   int64_t vocab_start() const { return vocab_start_; }
   // Throws Error unless idx and targets are [B, T] int64 with T <= the model's context length.
@@ -53,6 +57,7 @@ class TensorParallelModel {
 
  private:
   comm::Group& tensor_;
+  const TensorSliceBuild* built_;
   int64_t vocab_start_ = 0;
 };
 

@@ -1,0 +1,43 @@
+// Building only this tensor rank's part of a model's blocks (as zero.Init builds only a ZeRO-3
+// rank's part): the model's constructor calls the hook with each block (sharding unit) as soon as
+// it is built and initialised with the seed, and the hook replaces each split parameter of the
+// block by a copy of this rank's slice (tensor_split.h's rule, on the block's own parameter names)
+// before the next block exists; then an optional next hook runs (zero::PartitionedBuild's, which
+// partitions the slices over the data-parallel group). No rank ever holds more than one whole
+// block beside the root (embeddings, final norm, head), which TensorParallelModel splits after.
+//
+//   parallel::TensorSliceBuild slices(tensor.rank(), tensor.size());
+//   models::Gpt gpt(config, seed, slices.unit_hook());
+//   parallel::TensorParallelGpt tp(gpt, tensor, &slices);  // splits the root only
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <unordered_set>
+
+#include "deepshard/sharding/sharding_plan.h"
+
+namespace deepshard::parallel {
+
+class TensorSliceBuild {
+ public:
+  // This rank is `tensor_rank` of `tensor_size`; `next` runs on each block after its split.
+  TensorSliceBuild(int tensor_rank, int tensor_size, sharding::UnitBuilt next = {});
+
+  sharding::UnitBuilt unit_hook();
+
+  // Whether `parameter` was split as its block was built (TensorParallelModel leaves it as is).
+  bool split_at_build(const at::Tensor& parameter) const;
+  // The largest block held whole at once (its parameters' bytes) and the blocks split.
+  int64_t peak_whole_block_bytes() const { return peak_whole_block_bytes_; }
+  int64_t blocks() const { return blocks_; }
+
+ private:
+  int rank_, size_;
+  sharding::UnitBuilt next_;
+  std::unordered_set<const void*> split_;  // the parameters' TensorImpls (set_data keeps them)
+  int64_t peak_whole_block_bytes_ = 0, blocks_ = 0;
+};
+
+}  // namespace deepshard::parallel
