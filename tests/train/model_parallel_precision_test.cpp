@@ -37,7 +37,7 @@ json merged(json a, const json& b) {
 const json kBf16 = {{"bf16", {{"enabled", true}}}};
 const json kFp16 = {{"fp16", {{"enabled", true}}}};
 const json kLlama = json::parse(tiny_llama_section());
-// ZeRO stage 1 over the data axis (stage 0 for the pipeline's two-rank runs).
+// Tensor size 2 at ZeRO stage `zero` over the data axis.
 json tensor2(int zero) {
   return {{"tensor_parallel", {{"enabled", true}, {"size", 2}}},
           {"zero_optimization", {{"stage", zero}}}};
@@ -106,9 +106,11 @@ void expect_cases_match(const TempDir& dir, const std::string& data,
 // cross-entropy works in fp32 on the bf16 logits as the single-rank one does. A pipeline computes
 // the same operators; only the tied embedding's gradient is summed in fp32 (the two copies'
 // accumulation buffers) where one rank's autograd sums the two uses in bf16. Measured: losses
-// within 6.0e-5 and norms within 6.3e-4 (the Llama), 10x below the bounds and far below bf16's
-// own distance to fp32 (~1e-2, mixed_precision_test.cpp); a tied sum that lost the first
-// stage's bf16 gradient, or a norm that missed a stage, is off by far more.
+// within 6.0e-5 (the Llama) and norms within 8.4e-4 (tensor 2 x pipeline 2), 6-10x below the
+// bounds and far below bf16's own distance to fp32 (~1e-2, mixed_precision_test.cpp); a tied sum
+// that lost the first stage's bf16 gradient, or a norm that missed a stage, is off by far more.
+// Tensor 2 x data 2 at ZeRO 3 also reduces over the data axis in bf16 (communication_data_type's
+// default with bf16).
 TEST(ModelParallelPrecision, Bf16ReproducesSingleRankBf16) {
   TempDir dir;
   const std::string data = make_token_file(dir);
@@ -124,7 +126,11 @@ TEST(ModelParallelPrecision, Bf16ReproducesSingleRankBf16) {
        {"bf16_pp2", "bf16, GPT, pipeline 2, ZeRO 0", 2, 2, 4, merged(kBf16, pipeline2(0)),
         "ref_gpt4"},
        {"bf16_pp2_s1", "bf16, GPT, pipeline 2, ZeRO 1", 2, 2, 4, merged(kBf16, pipeline2(1)),
-        "ref_gpt4"}},
+        "ref_gpt4"},
+       {"bf16_tp2_pp2", "bf16, GPT, tensor 2 x pipeline 2, ZeRO 0", 4, 2, 4,
+        merged(kBf16, pipeline2(0, 2)), "ref_gpt4"},
+       {"bf16_tp2_dp2_s3", "bf16, GPT, tensor 2 x data 2, ZeRO 3", 4, 4, 1,
+        merged(kBf16, tensor2(3)), "ref_gpt"}},
       5e-4, 5e-3);
 }
 
