@@ -87,9 +87,6 @@ void refuse_with_pipeline(RunConfig& run) {
   auto refuse = [&](bool asked, const std::string& key, const std::string& why) {
     if (asked) run.ds.other_features.push_back(key + with + why + "; docs/parallel.md)");
   };
-  const TrainConfig& train = run.train;
-  refuse(train.sample_tokens > 0, "train.sample_tokens=" + std::to_string(train.sample_tokens),
-         "sampling runs the whole model on rank 0");
   refuse(run.model.arch != "gpt", "model.arch=" + run.model.arch,
          "the pipeline splits the GPT only so far");
 }
