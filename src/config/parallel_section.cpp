@@ -77,21 +77,8 @@ void refuse_with_pipeline(RunConfig& run) {
   auto refuse = [&](bool asked, const std::string& key, const std::string& why) {
     if (asked) run.ds.other_features.push_back(key + with + why + "; docs/parallel.md)");
   };
-  const TrainConfig& train = run.train;
-  refuse(train.save_weights, "train.save_weights", "the weights are split over the stages");
-  refuse(train.sample_tokens > 0, "train.sample_tokens=" + std::to_string(train.sample_tokens),
-         "sampling runs the whole model on rank 0");
   refuse(run.model.arch != "gpt", "model.arch=" + run.model.arch,
          "the pipeline splits the GPT only so far");
-  // Checkpoints work with a pipeline and with tensor parallelism, each tested; not both at once.
-  const int64_t tensor = run.parallel.tensor_parallel.effective_size();
-  const std::string tp_too = "tensor_parallel.size=" + std::to_string(tensor) + " and";
-  const std::string untested =
-      "checkpoints of a pipeline of tensor-parallel stages are not tested yet";
-  refuse(tensor > 1 && train.save_interval > 0,
-         tp_too + " train.save_interval=" + std::to_string(train.save_interval), untested);
-  refuse(tensor > 1 && !train.resume.empty(), tp_too + " train.resume=" + train.resume, untested);
-  refuse(tensor > 1 && !train.checkpoint_dir.empty(), tp_too + " train.checkpoint_dir", untested);
 }
 
 }  // namespace detail

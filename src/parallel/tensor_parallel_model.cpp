@@ -57,7 +57,8 @@ std::vector<std::pair<std::string, at::Tensor>> TensorParallelModel::gather_full
   for (auto& item : causal_lm().named_parameters()) {
     const TensorSplit split = tensor_split(item.key());
     at::Tensor local = item.value().detach().contiguous();
-    if (split == TensorSplit::kReplicated || n == 1) {
+    // A parameter without elements is another pipeline stage's, released on this rank.
+    if (split == TensorSplit::kReplicated || n == 1 || local.numel() == 0) {
       out.emplace_back(item.key(), local.clone());
       continue;
     }

@@ -197,6 +197,24 @@ std::string capture(Fn&& fn) {
   return "";
 }
 
+// Module state (buffers, frozen parameters) is written by rank 0 alone from its own copies. With
+// a pipeline rank 0 holds the first stage's only (another stage's buffers are copies it never
+// updates, its frozen parameters are released there); with tensor parallelism a frozen split
+// parameter is a slice. Neither model has module state; such a checkpoint is refused rather than
+// written wrong (docs/checkpoint.md, "Pipeline layouts"). Throws Error naming the tensor.
+void check_module_state_checkpointable(const ModuleState& state, const CheckpointLayout& layout) {
+  for (const auto& [name, tensor] : state.tensors()) {
+    DS_CHECK(layout.pipeline <= 1, Error, "checkpoint: '", name,
+             "' is module state (a buffer or frozen parameter) of a pipeline of ", layout.pipeline,
+             " stages: rank 0 would write its own copy for every stage; not built yet "
+             "(docs/checkpoint.md, \"Pipeline layouts\")");
+    DS_CHECK(!layout.slice || !layout.slice(name).split(), Error, "checkpoint: '", name,
+             "' is a frozen parameter split over ", layout.tensor,
+             " tensor ranks: rank 0 would write its slice as the whole; not built yet "
+             "(docs/checkpoint.md, \"Tensor-parallel layout\")");
+  }
+}
+
 }  // namespace
 
 void EngineBase::load_module_state(const checkpoint::CheckpointReader& reader) {
@@ -251,6 +269,7 @@ void EngineBase::save_checkpoint(const std::string& dir, const std::string& requ
   std::string error = capture([&] {
     client = nlohmann::json::parse(client_state_json);
     DS_CHECK(client.is_object(), Error, "save_checkpoint: client state is not a JSON object");
+    check_module_state_checkpointable(module_state_, checkpoint_layout_);
     if (rank == 0) checkpoint::begin_tag(dir, tag);
   });
   check_all_succeeded(job, "save_checkpoint: preparing " + dir + "/" + tag + ".tmp", error);
@@ -362,6 +381,7 @@ LoadedCheckpoint EngineBase::load_checkpoint(const std::string& dir, const std::
   const std::vector<checkpoint::ParamInfo> table = job_parameter_table(job, local);
   std::unique_ptr<checkpoint::CheckpointReader> reader;
   error = capture([&] {
+    check_module_state_checkpointable(module_state_, checkpoint_layout_);
     reader = std::make_unique<checkpoint::CheckpointReader>(path);
     check_same_model(*reader, table);
     // Each piece of this rank's slice is read from the ranges of the whole parameter holding it,

@@ -133,8 +133,8 @@ TEST(ParallelConfig, StrictKeysAndClearErrors) {
   EXPECT_NE(error_of(j, 4).find("tensor_parallel.size"), std::string::npos) << error_of(j, 4);
 }
 
-// Both axes train in fp32, bf16 and fp16 (the DeepSpeed-level sections: a pipeline of
-// tensor-parallel stages is refused with the run's sections, config/parallel_section.h).
+// Both axes train in fp32, bf16 and fp16 (the DeepSpeed-level sections; what a pipeline refuses
+// of the run's sections is config/parallel_section.h's refuse_with_pipeline).
 TEST(ParallelConfig, SizesAboveOneTrainInEveryPrecision) {
   nlohmann::json j = {{"train_batch_size", 4},
                       {"pipeline", {{"enabled", true}, {"stages", 2}}},

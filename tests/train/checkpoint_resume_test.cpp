@@ -1,8 +1,9 @@
 // Checkpoints end to end with real ranks (`deepshard launch -n N -- deepshard train`): exact resume
 // (train 20 = train 10, save, new processes, load, train 10: the same losses bit for bit) at every
 // stage, in bf16/fp16 and mid-PowerSGD-compression; resharding across world sizes and stages
-// (within 1e-4 of the uninterrupted run; also for the Llama model) and between tensor-parallel and
-// data-parallel layouts (tensor 2 x data 2 <-> data 4, pipeline 2 <-> data 2); a rank killed during
+// (within 1e-4 of the uninterrupted run; also for the Llama model) and between model-parallel and
+// data-parallel layouts (tables of {saved layout, resumed layout}: tensor 2 x data 2 <-> data 4,
+// pipeline 2 <-> data 2, tensor 2 x pipeline 2 <-> data 4, ...); a rank killed during
 // a save leaves the previous `latest` loadable; SIGTERM finishes the step, saves and exits 0;
 // damaged or foreign checkpoints fail naming the file.
 #include <gtest/gtest.h>
@@ -23,6 +24,41 @@ namespace deepshard::testing {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A rank grid and the ZeRO stage over its data axis. Global batch 8 = micro x accumulation x
+// data: accumulation 2 (4 micro-batches through a pipeline without data parallelism).
+struct Layout {
+  int data = 1, pipeline = 1, tensor = 1, stage = 0;
+
+  int ranks() const { return data * pipeline * tensor; }
+  int64_t accumulation() const { return pipeline > 1 && data == 1 ? 4 : 2; }
+  int64_t micro() const { return 8 / data / accumulation(); }
+  // The run config's sections for the model-parallel axes.
+  std::string sections() const {
+    nlohmann::json j = nlohmann::json::object();
+    if (tensor > 1) j["tensor_parallel"] = {{"enabled", true}, {"size", tensor}};
+    if (pipeline > 1) j["pipeline"] = {{"enabled", true}, {"stages", pipeline}};
+    return j.dump();
+  }
+  // "tensor 2 x pipeline 2 stage 1": the axes above 1 (data 1 when none is).
+  std::string text() const {
+    std::string out;
+    for (auto [axis, size] : {std::pair{"tensor", tensor}, {"pipeline", pipeline}, {"data", data}})
+      if (size > 1)
+        out += (out.empty() ? "" : " x ") + std::string(axis) + " " + std::to_string(size);
+    return (out.empty() ? "data 1" : out) + " stage " + std::to_string(stage);
+  }
+  // What resuming from this layout's checkpoint prints (train/checkpointing.cpp).
+  std::string saved_by() const {
+    return "saved by " + std::to_string(ranks()) + " rank(s) at ZeRO stage " +
+           std::to_string(stage) + ", data " + std::to_string(data) + " x pipeline " +
+           std::to_string(pipeline) + " x tensor " + std::to_string(tensor);
+  }
+};
+
+struct Reshard {
+  Layout saved, resumed;
+};
 
 class CheckpointResumeTest : public ::testing::Test {
  protected:
@@ -120,6 +156,51 @@ class CheckpointResumeTest : public ::testing::Test {
     }
     std::printf("%s: steps 11-20 after resume equal the uninterrupted run bit for bit\n",
                 name.c_str());
+  }
+
+  // `deepshard convert` of exact-resume run `name`'s step-10 checkpoint is byte for byte the
+  // model.safetensors its first run (train.save_weights) wrote at the same step.
+  static void expect_converted_equals_saved_weights(const std::string& name) {
+    const std::string out = dir_->file(name + ".safetensors");
+    const auto converted = run_deepshard({"convert", ckpt(name), "--to", "safetensors", out}, 60);
+    ASSERT_EQ(converted.exit_status, 0) << converted.output;
+    const std::string saved = dir_->file("run_" + name + "_a") + "/model.safetensors";
+    ASSERT_TRUE(fs::exists(saved));
+    EXPECT_EQ(read_file(out), read_file(saved)) << name;
+    std::printf("%s: convert of the checkpoint = save_weights at step 10, %zu bytes\n",
+                name.c_str(), static_cast<size_t>(fs::file_size(saved)));
+  }
+
+  // Each row: train steps 1-10 at `saved` and checkpoint (one run per distinct saved layout), then
+  // steps 11-20 at `resumed` from that checkpoint in new processes; the 20 losses must match the
+  // uninterrupted single-rank run within 1e-4 and the resume names the saving layout. `model`
+  // wraps a run config's extra sections (the model; identity: the tiny GPT).
+  static void expect_reshards(const std::string& name, const std::vector<Reshard>& rows,
+                              std::string (*model)(const std::string&)) {
+    const RunLosses ref = reference_losses(name + "_ref", model("{}"));
+    ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
+    std::map<std::string, std::pair<Run, std::string>> saves;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Layout& s = rows[i].saved;
+      const Layout& r = rows[i].resumed;
+      auto save = saves.find(s.text());
+      if (save == saves.end()) {
+        const std::string id = name + "_save" + std::to_string(saves.size());
+        const std::string c = ckpt(id);
+        const auto run = train(id, s.ranks(), s.micro(), s.accumulation(), 10,
+                               model(extra(s.stage, c, 10, "", s.sections())));
+        ASSERT_EQ(run.status, 0) << run.output;
+        save = saves.emplace(s.text(), std::pair{run, c}).first;
+      }
+      const auto& [first, c] = save->second;
+      const auto second =
+          train(name + "_resume" + std::to_string(i), r.ranks(), r.micro(), r.accumulation(), 20,
+                model(extra(r.stage, c, 0, c + "/step10", r.sections())));
+      ASSERT_EQ(second.status, 0) << second.output;
+      EXPECT_NE(second.output.find(s.saved_by()), std::string::npos) << second.output;
+      expect_same_losses(chained({&first, &second}), ref,
+                         name + ": " + s.text() + " -> " + r.text());
+    }
   }
 
   static TempDir* dir_;
@@ -240,42 +321,7 @@ TEST_F(CheckpointResumeTest, TensorParallelResumesExactly) {
             (nlohmann::json{{"dim", 1}, {"blocks", 1}}));
   EXPECT_EQ(params.at("wte.weight").at("tensor_split").at("dim"), 0);
   EXPECT_FALSE(params.at("ln_f.weight").contains("tensor_split"));
-  const std::string out = dir_->file("tp2_dp2_s1.safetensors");
-  const auto converted =
-      run_deepshard({"convert", ckpt("tp2_dp2_s1"), "--to", "safetensors", out}, 60);
-  ASSERT_EQ(converted.exit_status, 0) << converted.output;
-  EXPECT_EQ(read_file(out), read_file(dir_->file("run_tp2_dp2_s1_a") + "/model.safetensors"));
-}
-
-// Resharding between tensor-parallel and data-parallel layouts: each chain matches the
-// uninterrupted single-rank run within 1e-4 (global batch 8 throughout).
-TEST_F(CheckpointResumeTest, TensorParallelReshardsToDataParallelAndBack) {
-  const RunLosses ref = reference_losses("tpr_ref");
-  ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
-  // Tensor 2 x data 2 at stage 1 (steps 1-10) -> data 4 at stage 3 (11-20), and -> tensor 2 alone
-  // at stage 0 (11-20).
-  const std::string c = ckpt("tpr");
-  const Run a = train("tpr_a", 4, 2, 2, 10, extra(1, c, 10, "", tensor2()));
-  ASSERT_EQ(a.status, 0) << a.output;
-  const Run b = train("tpr_b", 4, 1, 2, 20, extra(3, c, 0, "auto"));
-  ASSERT_EQ(b.status, 0) << b.output;
-  EXPECT_NE(b.output.find("saved by 4 rank(s) at ZeRO stage 1, data 2 x pipeline 1 x tensor 2"),
-            std::string::npos)
-      << b.output;
-  expect_same_losses(chained({&a, &b}), ref, "tensor 2 x data 2 stage 1 -> data 4 stage 3");
-  const Run b2 = train("tpr_b2", 2, 4, 2, 20, extra(0, c, 0, c + "/step10", tensor2()));
-  ASSERT_EQ(b2.status, 0) << b2.output;
-  expect_same_losses(chained({&a, &b2}), ref, "tensor 2 x data 2 stage 1 -> tensor 2 stage 0");
-  // Data 4 at stage 1 (1-10) -> tensor 2 x data 2 at stage 2 (11-20).
-  const std::string c2 = ckpt("tpr2");
-  const Run d = train("tpr_d", 4, 1, 2, 10, extra(1, c2, 10, ""));
-  ASSERT_EQ(d.status, 0) << d.output;
-  const Run e = train("tpr_e", 4, 2, 2, 20, extra(2, c2, 0, "auto", tensor2()));
-  ASSERT_EQ(e.status, 0) << e.output;
-  EXPECT_NE(e.output.find("saved by 4 rank(s) at ZeRO stage 1, data 4 x pipeline 1 x tensor 1"),
-            std::string::npos)
-      << e.output;
-  expect_same_losses(chained({&d, &e}), ref, "data 4 stage 1 -> tensor 2 x data 2 stage 2");
+  expect_converted_equals_saved_weights("tp2_dp2_s1");
 }
 
 // A tensor-parallel checkpoint of another model shape, or with a rank's file missing, fails on
@@ -302,21 +348,6 @@ TEST_F(CheckpointResumeTest, TensorParallelCheckpointErrorsNameTheFile) {
       << missing;
 }
 
-// The tensor-parallel Llama (q/k/v, gate/up, o/down, the embedding and the untied head split by
-// parallel::tensor_split's rule): tensor 2 x data 2 at stage 1 (steps 1-10) -> data 2 at stage 3
-// (11-20) matches the uninterrupted single-rank run.
-TEST_F(CheckpointResumeTest, TensorParallelLlamaReshards) {
-  const RunLosses ref = reference_losses("tpl_ref", tiny_llama_section());
-  ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
-  const std::string c = ckpt("tpl");
-  const Run a =
-      train("tpl_a", 4, 2, 2, 10, tiny_llama_section("{}", extra(1, c, 10, "", tensor2())));
-  ASSERT_EQ(a.status, 0) << a.output;
-  const Run b = train("tpl_b", 2, 2, 2, 20, tiny_llama_section("{}", extra(3, c, 0, "auto")));
-  ASSERT_EQ(b.status, 0) << b.output;
-  expect_same_losses(chained({&a, &b}), ref, "llama: tensor 2 x data 2 stage 1 -> data 2 stage 3");
-}
-
 // {"pipeline": {"stages": 2}} (the tiny GPT's 2 blocks: the embedding and block 0 on stage 0,
 // block 1 and the head on stage 1) merged with `more`.
 std::string pipeline2(const std::string& more = "{}") {
@@ -324,36 +355,71 @@ std::string pipeline2(const std::string& more = "{}") {
 }
 
 // A pipeline of 2 stages resumes itself bit for bit (each stage writes its own parameters under
-// the whole model's names, the tied wte once, by the first stage), and reshards to data
-// parallelism, to pipeline 2 x data 2, and back, within 1e-4 of the single-rank losses.
-TEST_F(CheckpointResumeTest, PipelineResumesExactlyAndReshards) {
-  expect_exact_resume("pp2_s1", 1, pipeline2(), 2);
+// the whole model's names, the tied wte once, by the first stage).
+TEST_F(CheckpointResumeTest, PipelineResumesExactly) {
+  expect_exact_resume("pp2_s1", 1, pipeline2(R"({"train": {"save_weights": true}})"), 2);
+  expect_converted_equals_saved_weights("pp2_s1");
   const auto manifest = nlohmann::json::parse(read_file(ckpt("pp2_s1") + "/step10/manifest.json"));
   EXPECT_EQ(manifest.at("layout"), (nlohmann::json{{"data", 1}, {"pipeline", 2}, {"tensor", 1}}));
   EXPECT_EQ(manifest.at("module_state"), "");
+}
 
-  const RunLosses ref = reference_losses("ppr_ref");
-  ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
-  // Pipeline 2 at stage 0 (steps 1-10) -> data 2 at stage 1, and -> pipeline 2 x data 2 at stage 1.
-  const std::string c = ckpt("ppr");
-  const Run a = train("ppr_a", 2, 2, 4, 10, extra(0, c, 10, "", pipeline2()));
-  ASSERT_EQ(a.status, 0) << a.output;
-  const Run b = train("ppr_b", 2, 2, 2, 20, extra(1, c, 0, c + "/step10"));
-  ASSERT_EQ(b.status, 0) << b.output;
-  EXPECT_NE(b.output.find("saved by 2 rank(s) at ZeRO stage 0, data 1 x pipeline 2 x tensor 1"),
-            std::string::npos)
-      << b.output;
-  expect_same_losses(chained({&a, &b}), ref, "pipeline 2 stage 0 -> data 2 stage 1");
-  const Run b2 = train("ppr_b2", 4, 2, 2, 20, extra(1, c, 0, c + "/step10", pipeline2()));
-  ASSERT_EQ(b2.status, 0) << b2.output;
-  expect_same_losses(chained({&a, &b2}), ref, "pipeline 2 stage 0 -> pipeline 2 x data 2 stage 1");
-  // Data 2 at stage 1 (1-10) -> pipeline 2 at stage 1 (11-20).
-  const std::string c2 = ckpt("ppr2");
-  const Run d = train("ppr_d", 2, 2, 2, 10, extra(1, c2, 10, ""));
-  ASSERT_EQ(d.status, 0) << d.output;
-  const Run e = train("ppr_e", 2, 2, 4, 20, extra(1, c2, 0, "auto", pipeline2()));
-  ASSERT_EQ(e.status, 0) << e.output;
-  expect_same_losses(chained({&d, &e}), ref, "data 2 stage 1 -> pipeline 2 stage 1");
+std::string gpt(const std::string& extra) { return extra; }
+std::string llama(const std::string& extra) { return tiny_llama_section("{}", extra); }
+
+// Tensor-parallel checkpoints (records are ranges of the whole parameters) reshard to data
+// parallelism, to another tensor layout, and back.
+TEST_F(CheckpointResumeTest, TensorParallelReshards) {
+  expect_reshards("tpr",
+                  {{{.data = 2, .tensor = 2, .stage = 1}, {.data = 4, .stage = 3}},
+                   {{.data = 2, .tensor = 2, .stage = 1}, {.tensor = 2, .stage = 0}},
+                   {{.data = 4, .stage = 1}, {.data = 2, .tensor = 2, .stage = 2}}},
+                  gpt);
+}
+
+// The tensor-parallel Llama (q/k/v, gate/up, o/down, the embedding and the untied head split by
+// parallel::tensor_split's rule).
+TEST_F(CheckpointResumeTest, TensorParallelLlamaReshards) {
+  expect_reshards("tpl", {{{.data = 2, .tensor = 2, .stage = 1}, {.data = 2, .stage = 3}}}, llama);
+}
+
+// Pipeline checkpoints reshard to data parallelism, to pipeline x data, and back.
+TEST_F(CheckpointResumeTest, PipelineReshards) {
+  expect_reshards("ppr",
+                  {{{.pipeline = 2, .stage = 0}, {.data = 2, .stage = 1}},
+                   {{.pipeline = 2, .stage = 0}, {.data = 2, .pipeline = 2, .stage = 1}},
+                   {{.data = 2, .stage = 1}, {.pipeline = 2, .stage = 1}}},
+                  gpt);
+}
+
+// Tensor 2 x pipeline 2 (4 ranks, ZeRO stage 1: each stage's tensor ranks write their slices of
+// the stage's parameters, the replicated ones by tensor rank 0, the tied wte by the first stage)
+// resumes itself bit for bit; the manifest has the whole model's table and the layout.
+TEST_F(CheckpointResumeTest, TensorPipelineResumesExactly) {
+  expect_exact_resume("tp2_pp2_s1", 1, tensor2(pipeline2(R"({"train": {"save_weights": true}})")),
+                      4);
+  expect_converted_equals_saved_weights("tp2_pp2_s1");
+  const auto manifest =
+      nlohmann::json::parse(read_file(ckpt("tp2_pp2_s1") + "/step10/manifest.json"));
+  EXPECT_EQ(manifest.at("layout"), (nlohmann::json{{"data", 1}, {"pipeline", 2}, {"tensor", 2}}));
+  EXPECT_EQ(manifest.at("shards").size(), 4u);
+  EXPECT_EQ(manifest.at("module_state"), "");
+  std::map<std::string, nlohmann::json> params;
+  for (const auto& p : manifest.at("parameters")) params[p.at("name")] = p;
+  EXPECT_EQ(params.size(), 28u);  // every parameter of both stages: 2 blocks x 12 + 4
+  EXPECT_EQ(params.at("h.1.attn.c_attn.weight").at("shape"), (nlohmann::json{192, 64}));
+  EXPECT_EQ(params.at("wte.weight").at("tensor_split").at("dim"), 0);
+}
+
+// A pipeline of tensor-parallel stages reshards to data parallelism (the issue's "TP 2 x PP 2
+// resumes at DP 4, and the reverse"), to pipeline x data, and back.
+TEST_F(CheckpointResumeTest, TensorPipelineReshards) {
+  expect_reshards(
+      "tppr",
+      {{{.pipeline = 2, .tensor = 2, .stage = 1}, {.data = 4, .stage = 3}},
+       {{.pipeline = 2, .tensor = 2, .stage = 1}, {.data = 2, .pipeline = 2, .stage = 1}},
+       {{.data = 4, .stage = 1}, {.pipeline = 2, .tensor = 2, .stage = 1}}},
+      gpt);
 }
 
 // kill -9 of a rank while it saves: the run fails, the previous `latest` stays and resumes exactly.
