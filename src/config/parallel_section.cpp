@@ -38,7 +38,8 @@ ParallelConfig parse_parallel(Section& root, DsConfig& config) {
   ParallelConfig p = read(root);
   const int64_t stages = p.pipeline.effective_stages();
   if (stages > 1) {
-    // A pipeline trains the GPT and the Llama in fp32 at ZeRO stages 0 and 1 (docs/parallel.md).
+    // A pipeline trains the GPT and the Llama (fp32, bf16, fp16) at ZeRO stages 0 and 1
+    // (docs/parallel.md).
     const std::string with = " with pipeline.stages=" + std::to_string(stages) + " (";
     if (config.zero.stage >= 2) {
       config.other_features.push_back(
@@ -49,11 +50,6 @@ ParallelConfig parse_parallel(Section& root, DsConfig& config) {
           "gather the stage's parameters again for every micro-batch's forward and backward; "
           "use stage 0 or 1)");
     }
-    if (config.fp16.enabled || config.bf16.enabled) {
-      config.other_features.push_back(std::string(config.fp16.enabled ? "fp16" : "bf16") +
-                                      ".enabled" + with +
-                                      "the pipeline is tested in fp32 only; docs/parallel.md)");
-    }
     if (config.compression.enabled())
       config.other_features.push_back("compression" + with + "PowerSGD is not tested with it)");
     if (config.flops_profiler.enabled) {
@@ -63,14 +59,9 @@ ParallelConfig parse_parallel(Section& root, DsConfig& config) {
   }
   const int64_t tensor = p.tensor_parallel.effective_size();
   if (tensor > 1) {
-    // Tensor parallelism trains with every ZeRO stage in fp32 (docs/parallel.md); the rest is
-    // refused naming the key it meets.
+    // Tensor parallelism trains with every ZeRO stage, in fp32, bf16 and fp16 (docs/parallel.md);
+    // the rest is refused naming the key it meets.
     const std::string with = "tensor_parallel.size=" + std::to_string(tensor) + " with ";
-    if (config.fp16.enabled || config.bf16.enabled) {
-      config.other_features.push_back(
-          with + (config.fp16.enabled ? "fp16.enabled" : "bf16.enabled") +
-          " (tensor parallelism is tested in fp32 only; docs/parallel.md)");
-    }
     if (config.compression.enabled()) {
       config.other_features.push_back(with +
                                       "compression (PowerSGD is not tested with tensor "
@@ -78,18 +69,6 @@ ParallelConfig parse_parallel(Section& root, DsConfig& config) {
     }
   }
   return p;
-}
-
-void refuse_with_pipeline(RunConfig& run) {
-  const int64_t stages = run.parallel.pipeline.effective_stages();
-  if (stages <= 1) return;
-  const std::string with = " with pipeline.stages=" + std::to_string(stages) + " (";
-  auto refuse = [&](bool asked, const std::string& key, const std::string& why) {
-    if (asked) run.ds.other_features.push_back(key + with + why + "; docs/parallel.md)");
-  };
-  const TrainConfig& train = run.train;
-  refuse(train.sample_tokens > 0, "train.sample_tokens=" + std::to_string(train.sample_tokens),
-         "sampling runs the whole model on rank 0");
 }
 
 }  // namespace detail

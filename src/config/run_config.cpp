@@ -164,20 +164,6 @@ void check_model(ModelConfig& m, detail::Diagnostics& diag) {
   }
 }
 
-// What a tensor-parallel run does not do yet (docs/parallel.md), added to the features the engine
-// refuses at start ("not supported yet: tensor_parallel.size=2 with bf16.enabled (...)").
-void refuse_with_tensor_parallel(RunConfig& run) {
-  const int64_t tensor = run.parallel.tensor_parallel.effective_size();
-  if (tensor <= 1) return;
-  const std::string with = "tensor_parallel.size=" + std::to_string(tensor) + " with ";
-  auto refuse = [&](bool asked, const std::string& key, const std::string& why) {
-    if (asked) run.ds.other_features.push_back(with + key + " (" + why + "; docs/parallel.md)");
-  };
-  const auto& train = run.train;
-  refuse(train.sample_tokens > 0, "train.sample_tokens=" + std::to_string(train.sample_tokens),
-         "sampling runs the whole model on rank 0");
-}
-
 }  // namespace
 
 void apply_model_preset(ModelConfig& model) {
@@ -221,8 +207,6 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
   run.ds = detail::parse_ds_config(json, context, diag, /*run_file=*/true);
   diag.throw_if_errors();
   run.parallel = parse_parallel_config(json, origin);
-  refuse_with_tensor_parallel(run);
-  detail::refuse_with_pipeline(run);
   // DeepSpeed's steps_per_print sets the progress interval unless train.log_interval is given.
   const bool log_interval_given =
       json.contains("train") && json["train"].is_object() && json["train"].contains("log_interval");

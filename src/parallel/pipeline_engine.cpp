@@ -119,15 +119,16 @@ double PipelineEngine::eval_batch(const std::vector<MicroBatch>& micro) {
   return loss;
 }
 
-void PipelineEngine::reduce_tied_gradients() {
+void PipelineEngine::reduce_tied_gradients(const GradOf& accumulated) {
   comm::Group* tied = links_.tied();
   if (tied == nullptr) return;
   timed(wait_s_, [&] {
     const at::Tensor weight = stage_.tied_weight();
     if (!weight.defined()) return;  // an untied head
-    DS_ASSERT(weight.grad().defined() && weight.grad().is_contiguous(),
+    const at::Tensor grad = accumulated ? accumulated(stage_.tied_name()) : weight.grad();
+    DS_ASSERT(grad.defined() && grad.is_contiguous(),
               "tied embedding without a contiguous gradient");
-    tied->all_reduce(weight.grad(), comm::ReduceOp::kSum);
+    tied->all_reduce(grad, comm::ReduceOp::kSum);
   });
 }
 

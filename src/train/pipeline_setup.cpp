@@ -66,7 +66,13 @@ void declare_pipeline(TrainingRun& run) {
     run.engine->set_model_parallel(
         {run.axes->pipeline.get(), [tied](const std::string& name) { return name == tied; }, {}});
   }
-  run.engine->reduce_at_step([pipe] { pipe->reduce_tied_gradients(); });
+  // The tied sum runs on the engine's accumulation buffer (fp32 under bf16: autograd's bf16
+  // .grad was added there after every backward).
+  zero::Engine* engine = run.engine.get();
+  run.engine->reduce_at_step([pipe, engine] {
+    pipe->reduce_tied_gradients(
+        [engine](const std::string& name) { return engine->accumulated_grad(name); });
+  });
   // Each micro-batch's forward through the stage is one activation-checkpointing pass (its
   // regions recomputed in that micro-batch's backward, whatever 1F1B runs in between).
   pipe->set_forward_scope([&run](const std::function<at::Tensor()>& forward) {

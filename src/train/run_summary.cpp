@@ -7,6 +7,7 @@
 #include "deepshard/data/tokenizer.h"
 #include "deepshard/monitor/jsonl_writer.h"
 #include "deepshard/monitor/process_memory.h"
+#include "deepshard/train/model_factory.h"
 #include "train/memory_report.h"
 #include "train/save_weights.h"
 #include "train/training_run.h"
@@ -14,16 +15,39 @@
 namespace deepshard::train {
 namespace {
 
-// At stage 3 every rank runs the sampling forward: it gathers parameters collectively.
+// With a pipeline, the writer's pipeline group (data and tensor rank 0) gathers the stages.
+PipelineWeights pipeline_weights(const TrainingRun& run) {
+  PipelineWeights pipeline;
+  if (run.pipeline) {
+    pipeline.stages = run.axes->pipeline.get();
+    pipeline.sends = run.axes->coord.data == 0 && run.axes->coord.tensor == 0;
+  }
+  return pipeline;
+}
+
+// At stage 3 every rank runs the sampling forward: it gathers parameters collectively. With
+// tensor or pipeline parallelism the whole parameters are gathered (as train.save_weights gathers
+// them) into a whole model of the run's dtype on rank 0, which samples alone.
 void sample_text(TrainingRun& run) {
   const auto& train = run.config.train;
   if (train.sample_tokens <= 0 || run.summary.stopped) return;
-  if (!run.rank0 && run.ds.zero.stage != 3) return;
+  std::shared_ptr<models::CausalLmImpl> model = run.model;
+  if (run.tensor_parallel || run.pipeline) {
+    const auto whole = gather_whole_parameters(*run.engine, *run.model, run.tensor_parallel.get(),
+                                               pipeline_weights(run));
+    if (!run.rank0) return;
+    model = make_model(run.config.model, train.seed);
+    model->to(whole.begin()->second.scalar_type());
+    torch::NoGradGuard no_grad;
+    for (auto& item : model->named_parameters()) item.value().copy_(whole.at(item.key()));
+  } else if (!run.rank0 && run.ds.zero.stage != 3) {
+    return;
+  }
   const auto tokenizer = data::tokenizer_for_vocab(run.config.model.vocab_size);
   auto prompt16 = tokenizer->encode(train.sample_prompt);
   std::vector<int64_t> prompt(prompt16.begin(), prompt16.end());
-  auto tokens = run.model->generate(prompt, train.sample_tokens, train.sample_temperature,
-                                    train.sample_top_k, train.seed);
+  auto tokens = model->generate(prompt, train.sample_tokens, train.sample_temperature,
+                                train.sample_top_k, train.seed);
   run.summary.sample = train.sample_prompt + tokenizer->decode(tokens);
 }
 
@@ -61,15 +85,9 @@ nlohmann::json summary_json(const TrainingRun& run) {
 void finish_run(TrainingRun& run, const std::vector<std::unique_ptr<StepHook>>& hooks) {
   run.summary.peak_rss_bytes = gather_over_ranks(run.group, monitor::peak_rss_bytes());
   if (run.config.train.save_weights) {
-    // With a pipeline, the writer's pipeline group (data and tensor rank 0) gathers the stages.
-    PipelineWeights pipeline;
-    if (run.pipeline) {
-      pipeline.stages = run.axes->pipeline.get();
-      pipeline.sends = run.axes->coord.data == 0 && run.axes->coord.tensor == 0;
-    }
     save_model_weights(*run.engine, *run.model, run.config.model.arch,
                        run.config.train.run_dir + "/model.safetensors", run.rank0,
-                       run.tensor_parallel.get(), pipeline);
+                       run.tensor_parallel.get(), pipeline_weights(run));
   }
   sample_text(run);
   if (!run.rank0) return;

@@ -79,25 +79,37 @@ void check_weights_savable(const config::DsConfig& config) {
            "gather them and have rank 0 write the full weights");
 }
 
+WholeParameters gather_whole_parameters(zero::Engine& engine, const models::CausalLmImpl& model,
+                                        parallel::TensorParallelModel* tensor_parallel,
+                                        const PipelineWeights& pipeline) {
+  WholeParameters whole;
+  engine.with_full_parameters([&] {
+    torch::NoGradGuard no_grad;
+    whole = stage_parameters(model, tensor_parallel);
+    if (pipeline.stages) {
+      if (!pipeline.sends) return;  // the writer's stages gather without this rank
+      whole = gather_stages(*pipeline.stages, std::move(whole));
+    } else if (!tensor_parallel) {
+      for (auto& [name, value] : whole) value = value.clone();  // the parameters themselves
+    }
+  });
+  return whole;
+}
+
 void save_model_weights(zero::Engine& engine, const models::CausalLmImpl& model,
                         const std::string& arch, const std::string& path, bool writer,
                         parallel::TensorParallelModel* tensor_parallel,
                         const PipelineWeights& pipeline) {
   check_weights_savable(engine.config());
   const at::ScalarType dtype = model.parameters().front().scalar_type();
-  engine.with_full_parameters([&] {
-    if (!tensor_parallel && !pipeline.stages) {
+  if (!tensor_parallel && !pipeline.stages) {
+    engine.with_full_parameters([&] {
       if (writer) checkpoint::save_hf_safetensors(model, path, dtype);
-      return;
-    }
-    torch::NoGradGuard no_grad;
-    WholeParameters whole = stage_parameters(model, tensor_parallel);
-    if (pipeline.stages) {
-      if (!pipeline.sends) return;  // the writer's stages gather without this rank
-      whole = gather_stages(*pipeline.stages, std::move(whole));
-    }
-    if (writer) checkpoint::save_hf_safetensors(arch, whole, path, dtype);
-  });
+    });
+    return;
+  }
+  const WholeParameters whole = gather_whole_parameters(engine, model, tensor_parallel, pipeline);
+  if (writer) checkpoint::save_hf_safetensors(arch, whole, path, dtype);
 }
 
 }  // namespace deepshard::train

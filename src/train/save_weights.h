@@ -8,6 +8,7 @@
 // parameters are then gathered over the writer's pipeline group (its data and tensor rank 0).
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "deepshard/comm/group.h"
@@ -27,6 +28,14 @@ struct PipelineWeights {
   comm::Group* stages = nullptr;
   bool sends = false;
 };
+
+// The whole model's parameters by name, with tensor or pipeline parallelism: every rank of the job
+// calls it (a collective); the tensor slices are gathered over the tensor group, then (with a
+// pipeline) the stages over the pipeline groups of the ranks `pipeline.sends` marks, whose result
+// is the whole model (the others' is their stage's, or nothing). Copies, valid after the call.
+std::map<std::string, at::Tensor> gather_whole_parameters(
+    zero::Engine& engine, const models::CausalLmImpl& model,
+    parallel::TensorParallelModel* tensor_parallel, const PipelineWeights& pipeline);
 
 // To be called on every rank of the job (a collective at stage 3 and with tensor or pipeline
 // parallelism); the job's rank 0 (`writer`) writes `path`. `tensor_parallel`: the model's slices

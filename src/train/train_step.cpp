@@ -50,6 +50,9 @@ StepRecord train_one_step(TrainingRun& run, int64_t step) {
   const double loss = run.pipeline ? pipeline_step(run, step, r) : micro_steps(run, step, r);
   DS_ASSERT(r.result.boundary, "the accumulation window did not end with the step");
   r.step_time = seconds_since(t0);
+  if (auto* faults = testing::fault_injection()) {
+    faults->after_train_step(step + 1, run.group.rank(), r.result.skipped, r.result.loss_scale);
+  }
   // The loss mean also tells every rank whether any rank was asked to stop (and, with a pipeline,
   // the mean share of the step spent waiting on it; without one the message stays 2 doubles).
   std::vector<double> message = {loss, stop_requested() ? 1.0 : 0.0};

@@ -21,6 +21,9 @@ class FaultInjection {
   virtual void before_shard_write(int rank, const std::string& tag) {}
   // The trainer: at the start of step `step` (1-based) on each rank; throw to fail the rank.
   virtual void at_train_step(int64_t step, int rank) {}
+  // The trainer: after optimizer step `step` on each rank, what that rank's engine did (a probe:
+  // tests record every rank's skipped steps and loss scales, not only rank 0's metrics).
+  virtual void after_train_step(int64_t step, int rank, bool skipped, double loss_scale) {}
 };
 
 // Installs `faults` for the whole process (nullptr: none).

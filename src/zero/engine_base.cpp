@@ -78,6 +78,11 @@ void EngineBase::reduce_at_step(std::function<void()> before_reduction) {
   before_reduction_ = std::move(before_reduction);
 }
 
+at::Tensor EngineBase::accumulated_grad(const std::string& name) {
+  throw Error("accumulated_grad(" + name + "): ZeRO stage " + std::to_string(config_.zero.stage) +
+              " has no whole accumulation buffer (stages 0 and 1 only)");
+}
+
 StepResult EngineBase::step() {
   StepResult result;
   result.boundary = is_gradient_accumulation_boundary();
@@ -151,21 +156,34 @@ double EngineBase::model_parallel_grad_norm(const at::Tensor& reduced) {
     if (model_parallel_.counted) return model_parallel_.counted(name);
     return count_replicated || !model_parallel_.replicated(name);
   };
-  at::Tensor sum = at::zeros({1}, reduced.options().dtype(at::kDouble));
+  // With the overflow check, the pieces not counted are summed too (element 1, in the same
+  // all-reduces): an inf in a copy that only this rank holds (a replicated parameter on tensor
+  // rank 1, the last stage's tied embedding) must skip the step on every rank of every axis, as
+  // Megatron checks every local gradient, not only the norm's.
+  const bool check = checks_overflow();
+  at::Tensor sums = at::zeros({check ? 2 : 1}, reduced.options().dtype(at::kDouble));
   for (const GradPiece& piece : reduced_pieces()) {
-    if (piece.numel == 0 || !counted(*piece.name)) continue;
-    sum += squared_l2_norm(reduced.narrow(0, piece.offset, piece.numel));
+    if (piece.numel == 0) continue;
+    const bool add = counted(*piece.name);
+    if (!add && !check) continue;
+    sums.narrow(0, add ? 0 : 1, 1)
+        .add_(squared_l2_norm(reduced.narrow(0, piece.offset, piece.numel)));
   }
-  if (reduced_is_sharded() && group_.size() > 1) group_.all_reduce(sum, comm::ReduceOp::kSum);
-  if (model_parallel_.group->size() > 1) model_parallel_.group->all_reduce(sum, comm::ReduceOp::kSum);
-  return std::sqrt(sum.item<double>());
+  if (reduced_is_sharded() && group_.size() > 1) group_.all_reduce(sums, comm::ReduceOp::kSum);
+  if (model_parallel_.group->size() > 1)
+    model_parallel_.group->all_reduce(sums, comm::ReduceOp::kSum);
+  if (check && !std::isfinite(sums[1].item<double>()))
+    return std::numeric_limits<double>::infinity();
+  return std::sqrt(sums[0].item<double>());
+}
+
+bool EngineBase::checks_overflow() const {
+  // fp16 always; bf16 when bf16.check_grad_overflow (DeepSpeed's stage 1/2 default: true).
+  return config_.fp16.enabled || (config_.bf16.enabled && config_.bf16.check_grad_overflow);
 }
 
 bool EngineBase::overflow_on_any_rank(double global_norm) {
-  // fp16 always; bf16 when bf16.check_grad_overflow (DeepSpeed's stage 1/2 default: true).
-  if (!config_.fp16.enabled && !(config_.bf16.enabled && config_.bf16.check_grad_overflow)) {
-    return false;
-  }
+  if (!checks_overflow()) return false;
   auto flag = torch::full({1}, std::isfinite(global_norm) ? 0.0f : 1.0f, torch::kFloat);
   group_.all_reduce(flag, comm::ReduceOp::kMax);  // Gloo has no bool reduction
   return flag.item<float>() > 0.0f;

@@ -52,6 +52,7 @@ class EngineBase : public Engine {
   int64_t largest_unit_parameters() const override { return 0; }
   void set_model_parallel(ModelParallelAxis axis) override;
   void reduce_at_step(std::function<void()> before_reduction) override;
+  at::Tensor accumulated_grad(const std::string& name) override;
   void set_checkpoint_layout(CheckpointLayout layout) override;
   void save_checkpoint(const std::string& dir, const std::string& tag,
                        const std::string& client_state_json = "{}") override;
@@ -93,6 +94,8 @@ class EngineBase : public Engine {
   // Clears every gradient buffer (after a step, applied or skipped).
   virtual void zero_grads() = 0;
 
+  // fp16, and bf16 with bf16.check_grad_overflow: the step is skipped when a gradient overflowed.
+  bool checks_overflow() const;
   // fp16 (and bf16 with bf16.check_grad_overflow): whether the reduced gradients overflowed on
   // any rank. `global_norm` is this rank's view of the global gradient norm; the ranks agree
   // through an all-reduce (max) of a float flag. Always false otherwise (no collective).

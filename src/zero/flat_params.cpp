@@ -90,4 +90,13 @@ void FlatParams::accumulate_grads_into(const at::Tensor& accumulator) {
   grads_.zero_();
 }
 
+at::Tensor FlatParams::view_of(const at::Tensor& buffer, const std::string& name) const {
+  DS_ASSERT(buffer.numel() == padded_numel(), "view_of: a buffer of ", buffer.numel(),
+            " elements for flat buffers of ", padded_numel());
+  for (const FlatParamEntry& e : entries_) {
+    if (e.name == name) return buffer.narrow(0, e.offset, e.numel).view(e.param.sizes());
+  }
+  throw Error("no trainable parameter named " + name + " in this engine");
+}
+
 }  // namespace deepshard::zero

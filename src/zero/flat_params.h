@@ -57,6 +57,10 @@ class FlatParams {
   // Mixed precision: adds the gradient buffer into `accumulator` (fp32, padded_numel()) and zeroes
   // the gradient buffer for the next backward.
   void accumulate_grads_into(const at::Tensor& accumulator);
+  // Parameter `name`'s region of a buffer laid out as the flat buffers (`buffer`: padded_numel()
+  // elements, e.g. the fp32 accumulation buffer), shaped as the parameter. Error for a name that
+  // is not a flat parameter here.
+  at::Tensor view_of(const at::Tensor& buffer, const std::string& name) const;
 
  private:
   std::vector<FlatParamEntry> entries_;

@@ -270,6 +270,12 @@ void ShardedOptimizerEngine::all_gather_params() {
   for (auto& w : works) w.first.wait();
 }
 
+at::Tensor ShardedOptimizerEngine::accumulated_grad(const std::string& name) {
+  // Stage 2 keeps no whole gradient buffer (its buckets are reduced during backward).
+  if (partition_grads_) return EngineBase::accumulated_grad(name);
+  return flat_->view_of(reduce_source_, name);
+}
+
 at::Tensor ShardedOptimizerEngine::reduced_grads() { return grad_shard_; }
 
 double ShardedOptimizerEngine::global_grad_norm(const at::Tensor& reduced) {

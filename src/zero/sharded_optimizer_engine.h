@@ -42,6 +42,8 @@ class ShardedOptimizerEngine : public EngineBase {
                          comm::Group& group, bool partition_grads);
   ~ShardedOptimizerEngine() override;
 
+  at::Tensor accumulated_grad(const std::string& name) override;
+
  protected:
   void before_backward(bool boundary) override;
   void after_backward(bool boundary) override;

@@ -73,6 +73,10 @@ void Stage0Engine::after_backward(bool boundary) {
   buckets_->finish();
 }
 
+at::Tensor Stage0Engine::accumulated_grad(const std::string& name) {
+  return flat_->view_of(grads_fp32_, name);
+}
+
 at::Tensor Stage0Engine::reduced_grads() { return grads_fp32_; }
 
 double Stage0Engine::global_grad_norm(const at::Tensor& reduced) {

@@ -25,6 +25,8 @@ class Stage0Engine : public EngineBase {
                comm::Group& group);
   ~Stage0Engine() override;
 
+  at::Tensor accumulated_grad(const std::string& name) override;
+
  protected:
   void before_backward(bool boundary) override;
   void after_backward(bool boundary) override;

@@ -1,4 +1,5 @@
-// Checkpoint save/load are collective: misuse is an error on every rank, never a hang (workers in
+// Checkpoint save/load are collective: misuse (and module state they cannot save in a
+// model-parallel layout) is an error on every rank, never a hang (workers in
 // tests/workers/checkpoint_worker.cpp, started as real ranks).
 #include <gtest/gtest.h>
 
@@ -54,6 +55,16 @@ TEST(CheckpointCollective, TagValidationFailsWarnsOrIgnoresAsConfigured) {
   EXPECT_EQ(r.output.find("checkpoint.tag_validation=Ignore)"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir.file("ckpt/Fail/latest")));
   EXPECT_TRUE(std::filesystem::exists(dir.file("ckpt/Ignore/t0/manifest.json")));
+}
+
+// Module state (buffers, frozen parameters) in a pipeline, or a frozen split parameter with
+// tensor parallelism, is refused on every rank at save, naming the tensor (rank 0 alone would
+// write its own, stale or sliced, copy); nothing is published.
+TEST(CheckpointCollective, ModuleStateOfModelParallelLayoutsIsRefused) {
+  TempDir dir;
+  auto r = run_scenario("model_parallel_module_state", 1, dir);
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ckpt/latest")));
 }
 
 }  // namespace

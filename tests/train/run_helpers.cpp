@@ -56,10 +56,10 @@ std::vector<nlohmann::json> read_metrics(const std::string& run_dir) {
 
 RunLosses train_and_read_losses(const TempDir& dir, const std::string& data, int ranks,
                                 int64_t micro, int64_t gas, const std::string& name,
-                                const std::string& extra) {
+                                const std::string& extra, int64_t steps) {
   const std::string run_dir = dir.file("run_" + name);
   const std::string config = dir.file(name + ".json");
-  write_file(config, tiny_run_config(data, run_dir, micro, gas, 20, extra));
+  write_file(config, tiny_run_config(data, run_dir, micro, gas, steps, extra));
   auto r = run_ranks(ranks, deepshard_exe(), {"train", "--config", config}, 300);
   RunLosses out;
   out.output = r.output;

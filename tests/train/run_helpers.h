@@ -27,11 +27,11 @@ struct RunLosses {
   std::string output;
 };
 
-// Trains 20 steps of the tiny GPT with `ranks` ranks (clip 0.5, so clipping is active) and
-// returns the losses per step from metrics.jsonl. Fails the test if the run fails.
+// Trains `steps` (20) steps of the tiny GPT with `ranks` ranks (clip 0.5, so clipping is active)
+// and returns the losses per step from metrics.jsonl. Fails the test if the run fails.
 RunLosses train_and_read_losses(const TempDir& dir, const std::string& data, int ranks,
                                 int64_t micro, int64_t gas, const std::string& name,
-                                const std::string& extra = "{}");
+                                const std::string& extra = "{}", int64_t steps = 20);
 
 // A longer 2-rank run of the tiny GPT judged by where it ends: the mean loss of its last 10 steps
 // and the comm-log bytes per step (the mean over all steps, and the last step's).

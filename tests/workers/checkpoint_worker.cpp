@@ -1,11 +1,13 @@
 // Multi-rank scenarios for Engine::save_checkpoint / load_checkpoint misuse, run by
 // tests/train/checkpoint_collective_test.cpp: ranks calling different checkpoint operations, a
-// save on rank 0 only, a save inside an accumulation window. Every rank must get an error (never
-// hang) and check its text.
+// save on rank 0 only, a save inside an accumulation window, module state in a model-parallel
+// layout. Every rank must get an error (never hang) and check its text.
 #include <torch/torch.h>
 
 #include <string>
 
+#include "deepshard/checkpoint/tensor_slice.h"
+#include "deepshard/comm/transport_options.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/util/error.h"
 #include "deepshard/zero/engine.h"
@@ -130,6 +132,47 @@ DS_WORKER_SCENARIO(tag_validation) {
       const auto loaded = engine->load_checkpoint(dir);
       DS_WORKER_EXPECT(loaded.tag == "t0", mode << ": loaded tag " << loaded.tag);
     }
+  }
+}
+
+// args: stage, checkpoint dir. Module state in a model-parallel layout is refused at save on every
+// rank (and at load, by the same check), naming the tensor (docs/checkpoint.md, "Pipeline
+// layouts"): a buffer with the two ranks as the stages of a pipeline, and a frozen parameter the
+// tensor split cuts with them as tensor ranks. Each rank's engine runs over its own one-member data
+// group.
+DS_WORKER_SCENARIO(model_parallel_module_state) {
+  auto data = comm::create_subgroup(group, {group.rank()}, "data/" + std::to_string(group.rank()),
+                                    comm::GroupOptions{});
+  for (const bool pipeline : {true, false}) {
+    models::Gpt model(tiny(), 1);
+    if (pipeline) {
+      model->register_buffer("counter", torch::zeros({4}));
+    } else {
+      model->blocks[0]->named_parameters()["attn.c_attn.weight"].set_requires_grad(false);
+    }
+    auto engine = zero::Engine::initialize(model.ptr(), ds_config(std::stoi(args[0]), 1, 1), *data);
+    zero::CheckpointLayout layout;
+    layout.job = &group;
+    layout.pipeline = pipeline ? 2 : 1;
+    layout.tensor = pipeline ? 1 : 2;
+    const int t = pipeline ? 0 : group.rank();
+    layout.slice = [pipeline, t](const std::string& name) {
+      checkpoint::TensorSlice slice;
+      if (!pipeline && name.find("c_attn.weight") != std::string::npos) {
+        slice.dim = 0;
+        slice.blocks = 3;
+        slice.rank = t;
+        slice.size = 2;
+      }
+      return slice;
+    };
+    engine->set_checkpoint_layout(layout);
+    micro_step(model, *engine);
+    const std::string want = pipeline ? "checkpoint: 'counter' is module state (a buffer or frozen "
+                                        "parameter) of a pipeline of 2 stages"
+                                      : "checkpoint: 'h.0.attn.c_attn.weight' is a frozen "
+                                        "parameter split over 2 tensor ranks";
+    expect_error([&] { engine->save_checkpoint(args[1], "t4"); }, want);
   }
 }
 

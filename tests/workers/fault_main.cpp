@@ -2,7 +2,11 @@
 // testing::FaultInjection, src/util/fault_injection.h). The faults come from the environment,
 // read here, in test code, never in the library:
 //   DEEPSHARD_TEST_INF_AT_STEP=S [DEEPSHARD_TEST_INF_RANK=R, default 0]: rank R's reduced
-//     gradients overflow (+inf) at optimizer step S;
+//     gradients overflow (+inf) at optimizer step S; R is the rank in the engine's group (the
+//     data-parallel group with model parallelism), or with DEEPSHARD_TEST_INF_WORLD_RANK=W the
+//     process whose RANK is W (one tensor rank or one pipeline stage);
+//   DEEPSHARD_TEST_STEP_LOG=PREFIX: every rank appends "step skipped loss_scale" per optimizer
+//     step to PREFIX.rank<R> (R: its rank in the job);
 //   DEEPSHARD_TEST_FAIL_AT_STEP=S [DEEPSHARD_TEST_FAIL_RANK=R, default 0]: rank R throws at the
 //     start of training step S;
 //   DEEPSHARD_TEST_KILL_AT_STEP=S [DEEPSHARD_TEST_FAIL_RANK=R, default 0]: rank R kills itself
@@ -13,6 +17,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,7 +39,15 @@ std::optional<int64_t> env_int(const char* name) {
 class EnvFaults : public FaultInjection {
  public:
   bool gradient_overflow(int64_t step, int rank) override {
-    return inf_at_ && *inf_at_ == step && inf_rank_ == rank;
+    if (!inf_at_ || *inf_at_ != step) return false;
+    if (inf_world_rank_) return *inf_world_rank_ == env_int("RANK").value_or(0);
+    return inf_rank_ == rank;
+  }
+  void after_train_step(int64_t step, int rank, bool skipped, double loss_scale) override {
+    const char* prefix = std::getenv("DEEPSHARD_TEST_STEP_LOG");
+    if (prefix == nullptr) return;
+    std::ofstream out(std::string(prefix) + ".rank" + std::to_string(rank), std::ios::app);
+    out << step << ' ' << (skipped ? 1 : 0) << ' ' << loss_scale << '\n';
   }
   void before_shard_write(int rank, const std::string& tag) override {
     if (save_delay_ms_) std::this_thread::sleep_for(std::chrono::milliseconds(*save_delay_ms_));
@@ -56,6 +69,7 @@ class EnvFaults : public FaultInjection {
  private:
   std::optional<int64_t> inf_at_ = env_int("DEEPSHARD_TEST_INF_AT_STEP");
   int64_t inf_rank_ = env_int("DEEPSHARD_TEST_INF_RANK").value_or(0);
+  std::optional<int64_t> inf_world_rank_ = env_int("DEEPSHARD_TEST_INF_WORLD_RANK");
   std::optional<int64_t> fail_at_ = env_int("DEEPSHARD_TEST_FAIL_AT_STEP");
   int64_t fail_rank_ = env_int("DEEPSHARD_TEST_FAIL_RANK").value_or(0);
   std::optional<int64_t> kill_at_ = env_int("DEEPSHARD_TEST_KILL_AT_STEP");

@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "deepshard/comm/group.h"
@@ -66,7 +67,11 @@ class PipelineEngine {
 
   // Sums the gradients of the tied embedding's two copies over the first and last stage (nothing
   // on the others, nothing with an untied head); the time counts as the batch's comm wait.
-  void reduce_tied_gradients();
+  // `accumulated(name)`: where the tied parameter's gradient is accumulated (a ZeRO engine's
+  // Engine::accumulated_grad: the fp32 buffer of a bf16 model, so the sum loses no precision);
+  // without it, the parameter's .grad.
+  using GradOf = std::function<at::Tensor(const std::string& name)>;
+  void reduce_tied_gradients(const GradOf& accumulated = {});
 
   // The L2 norm of the whole model's gradients (every stage's squares summed over the pipeline
   // group, the tied embedding counted once) and clipping by it, as torch's clip_grad_norm_.

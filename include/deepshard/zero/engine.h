@@ -136,6 +136,12 @@ class Engine {
   // and 1 only (stage 2 reduces every micro-step, stage 3 gathers per unit): ConfigError naming
   // zero_optimization.stage otherwise. Call before the first backward.
   virtual void reduce_at_step(std::function<void()> before_reduction) = 0;
+  // The window's gradient of trainable parameter `name` where the engine accumulates it before
+  // the reduction, shaped as the parameter: its .grad in an fp32 model, its region of the fp32
+  // accumulation buffer in a bf16/fp16 one (autograd's low-precision .grad has been added there
+  // and zeroed after every backward). For `before_reduction`: the pipeline sums the tied
+  // embedding's two copies in it, in fp32. Stages 0 and 1 (Error otherwise).
+  virtual at::Tensor accumulated_grad(const std::string& name) = 0;
   // Declares the job's layout for checkpoints (see CheckpointLayout) before the first save or
   // load; every rank of the job calls it. Without it the job is the engine's group.
   virtual void set_checkpoint_layout(CheckpointLayout layout) = 0;
