@@ -50,7 +50,9 @@ struct LoadedCheckpoint {
 // tensor axis). A parameter for which `replicated(name)` is true holds the same value on every
 // rank of `group`; the others are slices. The global gradient norm (clipping, the overflow check)
 // then sums the slices over `group` and counts the replicated parameters once, as Megatron's and
-// DeepSpeed's clip_grad_norm do.
+// DeepSpeed's clip_grad_norm do. With the overflow check (fp16, bf16.check_grad_overflow) the
+// pieces a rank does not count are checked too, in the same all-reduces: every rank of every axis
+// skips the same steps.
 // `counted` replaces that rule when set: whether this rank adds the squares of parameter `name`,
 // summed over `group` then (a pipeline counts the tied embedding on its first stage only; a
 // pipeline of tensor-parallel stages, whose group spans both axes, counts a parameter where it
