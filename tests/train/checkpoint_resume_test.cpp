@@ -383,6 +383,16 @@ TEST_F(CheckpointResumeTest, TensorParallelLlamaReshards) {
   expect_reshards("tpl", {{{.data = 2, .tensor = 2, .stage = 1}, {.data = 2, .stage = 3}}}, llama);
 }
 
+// Pipeline stages of the Llama (the untied head on the last stage, no tied copy): a pipeline, and
+// a pipeline of tensor-parallel stages, reshard to data parallelism and back.
+TEST_F(CheckpointResumeTest, PipelineLlamaReshards) {
+  expect_reshards("ppl",
+                  {{{.pipeline = 2, .stage = 1}, {.data = 2, .stage = 3}},
+                   {{.pipeline = 2, .tensor = 2, .stage = 1}, {.data = 4, .stage = 1}},
+                   {{.data = 2, .stage = 1}, {.pipeline = 2, .stage = 0}}},
+                  llama);
+}
+
 // Pipeline checkpoints reshard to data parallelism, to pipeline x data, and back.
 TEST_F(CheckpointResumeTest, PipelineReshards) {
   expect_reshards("ppr",
