@@ -52,12 +52,11 @@ at::Tensor dropout_slice(const at::Tensor& x, double p, bool training, int64_t d
   DS_CHECK(p > 0.0 && p < 1.0, Error, "dropout probability ", p, " is outside [0, 1)");
   DS_CHECK(first >= 0 && first + x.size(dim) <= whole, Error, "dropout_slice: [", first, ", ",
            first + x.size(dim), ") is not within ", whole);
-  // As ATen's CPU dropout: a Bernoulli(1 - p) noise of the input's (here: the whole) shape,
-  // divided by 1 - p, multiplied in.
+  // torch::dropout of ones of the whole shape is its noise (Bernoulli(1 - p) / (1 - p)), drawn as
+  // the one-rank run draws it; this rank multiplies its slice in, as dropout multiplies the whole.
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes[static_cast<size_t>(dim)] = whole;
-  at::Tensor noise = at::empty(sizes, x.options()).bernoulli_(1.0 - p);
-  noise.div_(1.0 - p);
+  const at::Tensor noise = torch::dropout(at::ones(sizes, x.options()), p, /*train=*/true);
   return x * noise.narrow(dim, first, x.size(dim));
 }
 
