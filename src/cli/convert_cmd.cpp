@@ -1,9 +1,9 @@
 // `deepshard convert CKPT --to safetensors OUT [--dtype fp32|bf16|fp16] [--tag TAG]`: writes a
 // checkpoint's consolidated weights (its fp32 masters, assembled from every rank's shard file) as
-// one Hugging Face safetensors file with the names of the checkpoint's architecture (GPT-2 or
-// Llama, from the model section saved with it), the format `model.init_from` and
-// `generate --weights` read. No engine and no ranks are needed: any world size and stage converts
-// the same way.
+// one Hugging Face safetensors file with the names and layout of the checkpoint's architecture
+// (model.arch of the model section saved with it: its registry entry's layout), the format
+// `model.init_from` and `generate --weights` read. No engine and no ranks are needed: any world
+// size and stage converts the same way.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -11,7 +11,8 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "deepshard/checkpoint/engine_checkpoint.h"
-#include "deepshard/checkpoint/hf_weights.h"
+#include "deepshard/config/run_config.h"
+#include "deepshard/models/hf_weights.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::cli {
@@ -21,10 +22,8 @@ const char* kUsage =
     "usage: deepshard convert CKPT --to safetensors OUT [--dtype fp32|bf16|fp16] [--tag TAG]\n"
     "\n"
     "CKPT is a checkpoint directory (its 'latest' tag, or --tag) or one tag directory. Writes the\n"
-    "consolidated weights with Hugging Face names and layout in the given dtype (default fp32):\n"
-    "GPT-2's (transformer.*, Conv1D weights transposed, no lm_head: it is tied to wte) or\n"
-    "Llama's (model.embed_tokens, model.layers.N.*, model.norm, lm_head), as the checkpoint's\n"
-    "model.arch says.\n";
+    "consolidated weights in the given dtype (default fp32) with the Hugging Face names and\n"
+    "layout of the checkpoint's architecture (its model.arch; docs/checkpoint.md lists them).\n";
 
 at::ScalarType parse_dtype(const std::string& name) {
   if (name == "fp32") return at::kFloat;
@@ -57,12 +56,12 @@ int run_convert_command(const Args& args) {
   const std::string& out = parser.positional()[1];
   checkpoint::CheckpointReader reader(dir);
   const auto weights = reader.consolidated_weights();
-  // Checkpoints written before model.arch existed hold a GPT.
+  // Checkpoints written before model.arch existed hold the default architecture's model.
   const auto& client = reader.client_state();
-  const std::string arch = client.contains("model")
-                               ? client.at("model").value("arch", std::string("gpt"))
-                               : std::string("gpt");
-  checkpoint::save_hf_safetensors(arch, weights, out, dtype);
+  const std::string default_arch = config::ModelConfig().arch;
+  const std::string arch =
+      client.contains("model") ? client.at("model").value("arch", default_arch) : default_arch;
+  models::save_hf_safetensors(arch, weights, out, dtype);
   std::printf("%s: %zu tensors (%s) from %s (saved by %d rank(s), ZeRO stage %d)\n", out.c_str(),
               weights.size(), arch.c_str(), dir.c_str(), reader.world_size(), reader.zero_stage());
   return 0;

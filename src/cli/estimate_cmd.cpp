@@ -288,7 +288,7 @@ int run_estimate_command(const Args& args) {
       DS_CHECK(!parser.has(o), UsageError, "--", o,
                ": the activation estimate does not model tensor/pipeline parallelism");
     if (llama) {
-      const auto c = train::llama_config(*llama);
+      const auto c = models::llama_config(*llama);
       in.num_params = model_parallel_params(
           parser, models::llama_parameter_shapes(c),
           c.tie_word_embeddings ? "model.embed_tokens.weight" : "", c.n_head, c.n_kv_head, in);

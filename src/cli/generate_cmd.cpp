@@ -14,9 +14,9 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "deepshard/checkpoint/engine_checkpoint.h"
-#include "deepshard/checkpoint/hf_weights.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/data/tokenizer.h"
+#include "deepshard/models/hf_weights.h"
 #include "deepshard/train/model_factory.h"
 #include "deepshard/util/error.h"
 
@@ -83,7 +83,7 @@ int run_generate_command(const Args& args) {
     for (const auto& p : model->named_parameters()) params.emplace(p.key(), p.value());
     checkpoint::load_consolidated_weights(*reader, params);
   } else {
-    checkpoint::load_hf_safetensors(*model, *weights);
+    models::load_hf_safetensors(*model, *weights);
   }
   model->eval();
   const auto tokenizer =

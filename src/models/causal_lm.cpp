@@ -1,5 +1,5 @@
 // The architecture-independent part of a causal language model (causal_lm.h): forward from the
-// parts, loss, sampling, parameter count.
+// parts, the layers through the unit calls and the layer runner, loss, sampling, parameter count.
 #include "deepshard/models/causal_lm.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -17,6 +17,11 @@ at::Tensor CausalLmImpl::forward(const at::Tensor& idx) {
   at::Tensor x = embed(idx);
   for (int64_t i = 0; i < num_layers(); ++i) x = run_layer(i, x);
   return head(x);
+}
+
+at::Tensor CausalLmImpl::run_layer(int64_t i, const at::Tensor& x) {
+  return unit_calls_(size_t(i),
+                     [&] { return layer_runner_ ? layer_runner_(i, x) : layer_forward(i, x); });
 }
 
 void CausalLmImpl::check_tokens(const at::Tensor& idx) const {

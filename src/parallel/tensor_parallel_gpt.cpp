@@ -28,8 +28,8 @@ TensorParallelGpt::TensorParallelGpt(models::Gpt model, comm::Group& tensor,
   const auto& c = model_->config();
   require_divisible(tensor, "n_head", c.n_head, "heads are split over the tensor ranks");
   keep_slices();
-  model_->set_block_runner([this](int64_t, models::Block& block, const at::Tensor& x) {
-    return checkpointed_block(block, x);
+  model_->set_layer_runner([this](int64_t i, const at::Tensor& x) {
+    return checkpointed_block(model_->blocks[size_t(i)], x);
   });
 }
 

@@ -31,8 +31,8 @@ TensorParallelLlama::TensorParallelLlama(models::Llama model, comm::Group& tenso
                     "the MLP's gate/up rows are split over the tensor ranks");
   keep_slices();
   // Each layer is one activation-checkpoint region (as in TensorParallelGpt).
-  model_->set_layer_runner([this](int64_t, models::LlamaBlock& block, const at::Tensor& x) {
-    models::LlamaBlock held = block;
+  model_->set_layer_runner([this](int64_t i, const at::Tensor& x) {
+    models::LlamaBlock held = model_->model->blocks[size_t(i)];
     return activation::checkpoint(
         [this, held](const at::Tensor& in) mutable { return block_forward(held, in); }, x);
   });

@@ -2,7 +2,7 @@
 // Llama), built under zero.Init at stage 3, with Hugging Face weights (model.init_from).
 #include <torch/torch.h>
 
-#include "deepshard/checkpoint/hf_weights.h"
+#include "deepshard/models/hf_weights.h"
 #include "deepshard/train/model_factory.h"
 #include "deepshard/util/log.h"
 #include "train/training_run.h"
@@ -40,7 +40,7 @@ void build_model(TrainingRun& run) {
   // Fine-tuning: Hugging Face weights of the architecture replace the fresh init (every rank reads
   // the file; the engine then broadcasts rank 0's parameters anyway).
   if (!run.config.model.init_from.empty())
-    checkpoint::load_hf_safetensors(*run.model, run.config.model.init_from);
+    models::load_hf_safetensors(*run.model, run.config.model.init_from);
 
   // Mixed precision: the engine casts the model to the config's dtype (the dtype contract,
   // zero/engine.h) and keeps the fp32 master copy and gradient accumulation.

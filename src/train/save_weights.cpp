@@ -6,7 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "deepshard/checkpoint/hf_weights.h"
+#include "deepshard/models/hf_weights.h"
 #include "deepshard/util/error.h"
 #include "zero/rank_agreement.h"
 
@@ -104,12 +104,12 @@ void save_model_weights(zero::Engine& engine, const models::CausalLmImpl& model,
   const at::ScalarType dtype = model.parameters().front().scalar_type();
   if (!tensor_parallel && !pipeline.stages) {
     engine.with_full_parameters([&] {
-      if (writer) checkpoint::save_hf_safetensors(model, path, dtype);
+      if (writer) models::save_hf_safetensors(model, path, dtype);
     });
     return;
   }
   const WholeParameters whole = gather_whole_parameters(engine, model, tensor_parallel, pipeline);
-  if (writer) checkpoint::save_hf_safetensors(arch, whole, path, dtype);
+  if (writer) models::save_hf_safetensors(arch, whole, path, dtype);
 }
 
 }  // namespace deepshard::train

@@ -108,15 +108,14 @@ TEST(GptForward, TiedWeightGetsEmbeddingAndHeadGradients) {
   EXPECT_TRUE(torch::allclose(tied_grad, emb.grad() + head.grad(), 1e-5, 1e-8));
 }
 
-TEST(GptForward, BlockRunnerWrapsEveryBlockInOrder) {
+TEST(GptForward, LayerRunnerRunsEveryBlockInOrder) {
   Gpt model(test_config(), 2);
   const at::Tensor idx = random_tokens(1, 8, 6);
   const at::Tensor plain = model->forward(idx);
   std::vector<int64_t> calls;
-  model->set_block_runner([&](int64_t i, Block& block, const at::Tensor& x) {
+  model->set_layer_runner([&](int64_t i, const at::Tensor& x) {
     calls.push_back(i);
-    EXPECT_EQ(block.get(), model->blocks[i].get());
-    return block->forward(x);
+    return model->blocks[size_t(i)]->forward(x);
   });
   const at::Tensor wrapped = model->forward(idx);
   EXPECT_EQ(calls, (std::vector<int64_t>{0, 1}));

@@ -31,7 +31,7 @@ GptConfig gpt_preset(const std::string& name) {
   config::ModelConfig m;
   m.preset = name;
   config::apply_model_preset(m);
-  return train::gpt_config(m);
+  return models::gpt_config(m);
 }
 
 // Parameter count of a GPT-2 with biases: embeddings, n_layer blocks of 12 C^2 + 13 C, ln_f.

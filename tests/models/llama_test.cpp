@@ -226,7 +226,7 @@ TEST(LlamaConfig, PresetsAndArchitectureKeys) {
   EXPECT_LT(built->num_parameters(), 1'000'000);  // tiny
   const auto small = parse_model(R"({"arch": "llama", "preset": "small", "rope_theta": 5e5})");
   EXPECT_EQ(small.n_embd, 384);
-  EXPECT_EQ(train::llama_config(small).rope_theta, 5e5);
+  EXPECT_EQ(models::llama_config(small).rope_theta, 5e5);
   // Keys of the other architecture, and sizes rotary embeddings cannot use.
   for (const char* bad :
        {R"({"arch": "llama", "preset": "gpt2"})", R"({"arch": "llama", "bias": true})",
@@ -243,8 +243,8 @@ TEST(LlamaConfig, PresetsAndArchitectureKeys) {
   // Saved with a checkpoint and read back.
   const auto back = train::model_from_saved_json(train::saved_model_json(small));
   EXPECT_EQ(back.arch, "llama");
-  EXPECT_EQ(train::llama_config(back).rope_theta, 5e5);
-  EXPECT_EQ(train::llama_config(back).intermediate_size, small.intermediate_size);
+  EXPECT_EQ(models::llama_config(back).rope_theta, 5e5);
+  EXPECT_EQ(models::llama_config(back).intermediate_size, small.intermediate_size);
 }
 
 }  // namespace

@@ -9,11 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "deepshard/checkpoint/engine_checkpoint.h"
-#include "deepshard/checkpoint/hf_gpt2.h"
 #include "deepshard/checkpoint/safetensors.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/data/sampler.h"
 #include "deepshard/data/token_file.h"
+#include "deepshard/models/gpt.h"
+#include "deepshard/models/hf_weights.h"
 #include "deepshard/train/trainer.h"
 #include "train/run_helpers.h"
 
@@ -22,7 +23,7 @@ namespace {
 
 models::GptConfig run_model(const std::string& data) {
   const auto json = nlohmann::json::parse(tiny_run_config(data, "unused", 4, 1, 1, "{}"));
-  return train::gpt_config(config::parse_run_config(json, 1, nullptr, "test run").model);
+  return models::gpt_config(config::parse_run_config(json, 1, nullptr, "test run").model);
 }
 
 std::map<std::string, at::Tensor> params_of(models::Gpt& model) {
@@ -57,7 +58,7 @@ TEST(Convert, SafetensorsFromACheckpointGiveItsLoss) {
   models::Gpt from_checkpoint(cfg, 1), from_file(cfg, 2), from_bf16(cfg, 3);
   checkpoint::CheckpointReader reader(checkpoint::resolve_tag(ckpt, ""));
   checkpoint::load_consolidated_weights(reader, params_of(from_checkpoint));
-  checkpoint::load_gpt2_safetensors(from_file, out);
+  models::load_hf_safetensors(*from_file, out);
   data::TokenFile tokens(data, cfg.vocab_size);
   data::DistributedSampler sampler(tokens, cfg.block_size, 4, 1, 0, 1, 42);
   const auto batch = sampler.batch(0, 0);
@@ -71,7 +72,7 @@ TEST(Convert, SafetensorsFromACheckpointGiveItsLoss) {
   ASSERT_EQ(converted16.exit_status, 0) << converted16.output;
   EXPECT_EQ(checkpoint::load_safetensors(out16).tensors.begin()->second.scalar_type(),
             at::kBFloat16);
-  checkpoint::load_gpt2_safetensors(from_bf16, out16);
+  models::load_hf_safetensors(*from_bf16, out16);
   EXPECT_NEAR(from_bf16->loss(batch.inputs, batch.targets).item<double>(), want, 1e-2 * want);
 
   // A run starting from the file: its first loss is the checkpoint's on that batch.

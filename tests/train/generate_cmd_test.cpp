@@ -2,8 +2,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "deepshard/checkpoint/hf_gpt2.h"
 #include "deepshard/config/loader.h"
+#include "deepshard/models/gpt.h"
+#include "deepshard/models/hf_weights.h"
 #include "deepshard/train/trainer.h"
 #include "support/test_support.h"
 
@@ -14,9 +15,9 @@ std::string save_preset_weights(const TempDir& dir, const std::string& preset, u
   config::ModelConfig m;
   m.preset = preset;
   config::apply_model_preset(m);
-  models::Gpt model(train::gpt_config(m), seed);
+  models::Gpt model(models::gpt_config(m), seed);
   const std::string path = dir.file(preset + ".safetensors");
-  checkpoint::save_gpt2_safetensors(model, path);
+  models::save_hf_safetensors(*model, path);
   return path;
 }
 
@@ -42,9 +43,9 @@ TEST(GenerateCommand, Gpt2VocabularyUsesTheBpeTokenizer) {
   m.preset = "tiny";
   m.vocab_size = 50257;
   config::apply_model_preset(m);
-  models::Gpt model(train::gpt_config(m), 3);
+  models::Gpt model(models::gpt_config(m), 3);
   const std::string weights = dir.file("bpe.safetensors");
-  checkpoint::save_gpt2_safetensors(model, weights);
+  models::save_hf_safetensors(*model, weights);
   const std::string run = dir.file("run.json");
   write_file(run, R"({"model": {"preset": "tiny", "vocab_size": 50257}, "train_batch_size": 1})");
   auto r = run_deepshard({"generate", "--weights", weights, "--config", run, "--prompt",

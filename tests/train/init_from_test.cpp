@@ -5,8 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "deepshard/checkpoint/hf_gpt2.h"
 #include "deepshard/config/loader.h"
+#include "deepshard/models/gpt.h"
+#include "deepshard/models/hf_weights.h"
 #include "deepshard/train/trainer.h"
 #include "train/run_helpers.h"
 
@@ -17,9 +18,9 @@ namespace {
 std::string save_weights(const TempDir& dir, const std::string& data, uint64_t seed) {
   const auto json = nlohmann::json::parse(tiny_run_config(data, dir.file("unused"), 4, 1, 1, "{}"));
   const config::RunConfig run = config::parse_run_config(json, 1, nullptr, "test run");
-  models::Gpt model(train::gpt_config(run.model), seed);
+  models::Gpt model(models::gpt_config(run.model), seed);
   const std::string path = dir.file("seed" + std::to_string(seed) + ".safetensors");
-  checkpoint::save_gpt2_safetensors(model, path);
+  models::save_hf_safetensors(*model, path);
   return path;
 }
 

@@ -12,11 +12,11 @@
 #include <set>
 
 #include "deepshard/checkpoint/engine_checkpoint.h"
-#include "deepshard/checkpoint/hf_weights.h"
 #include "deepshard/checkpoint/safetensors.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/data/sampler.h"
 #include "deepshard/data/token_file.h"
+#include "deepshard/models/hf_weights.h"
 #include "deepshard/train/model_factory.h"
 #include "train/llama_run.h"
 #include "train/run_helpers.h"
@@ -60,7 +60,7 @@ TEST(LlamaConvert, HfNamedSafetensorsGiveTheCheckpointsLossAndGenerate) {
   for (const auto& p : from_checkpoint->named_parameters()) params.emplace(p.key(), p.value());
   checkpoint::CheckpointReader reader(checkpoint::resolve_tag(ckpt, ""));
   checkpoint::load_consolidated_weights(reader, params);
-  checkpoint::load_hf_safetensors(*from_file, out);
+  models::load_hf_safetensors(*from_file, out);
   data::TokenFile tokens(data, model_cfg.vocab_size);
   data::DistributedSampler sampler(tokens, model_cfg.block_size, 4, 1, 0, 1, 42);
   const auto batch = sampler.batch(0, 0);

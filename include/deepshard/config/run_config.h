@@ -32,11 +32,6 @@ struct ModelConfig {
   std::optional<bool> bias;                 // gpt: Linear biases (true); llama has none
   bool fused_kernels = true;  // fused CPU kernels (GELU, causal softmax, loss); false: libtorch ops
   std::string init_from;      // safetensors weights to start from ("" = fresh init)
-
-  bool gpt_bias() const { return bias.value_or(true); }
-  double llama_rope_theta() const { return rope_theta.value_or(10000.0); }
-  double llama_rms_norm_eps() const { return rms_norm_eps.value_or(1e-5); }
-  bool llama_tied() const { return tie_word_embeddings.value_or(false); }
 };
 
 // data: token files written by `deepshard prepare-data`.

@@ -8,6 +8,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,12 +24,13 @@ class CausalLmImpl : public torch::nn::Module, public sharding::Shardable {
 
   // The parts of forward(), which a pipeline stage runs a range of (parallel/pipeline_stage.h):
   //  - embed: idx [B, T] int64 -> hidden [B, T, hidden_size()] (checks idx: check_tokens);
-  //  - run_layer(i, x): layer i (unit i of the sharding plan) as forward() runs it, inside the
-  //    plan's unit calls (the wrappers engines install);
+  //  - run_layer(i, x): layer i (unit i of the sharding plan) as forward() runs it: inside the
+  //    plan's unit calls (the wrappers engines install), through the layer runner when one is set
+  //    (set_layer_runner), else the layer's own forward (layer_forward);
   //  - head: hidden [B, T, C] -> logits [B, T, vocab_size()] (the final norm and the output
   //    projection).
   virtual at::Tensor embed(const at::Tensor& idx) = 0;
-  virtual at::Tensor run_layer(int64_t i, const at::Tensor& x) = 0;
+  at::Tensor run_layer(int64_t i, const at::Tensor& x);
   virtual at::Tensor head(const at::Tensor& hidden) = 0;
   virtual int64_t num_layers() const = 0;
   virtual int64_t hidden_size() const = 0;
@@ -59,10 +61,26 @@ class CausalLmImpl : public torch::nn::Module, public sharding::Shardable {
   // Distinct parameter elements (a tied weight counts once).
   int64_t num_parameters() const;
 
+  // Runs layer i on x in run_layer's place, inside its unit call (a tensor-parallel model
+  // installs its split forward of the layers here); null: the layer's own forward.
+  using LayerRunner = std::function<at::Tensor(int64_t index, const at::Tensor& x)>;
+  void set_layer_runner(LayerRunner runner) { layer_runner_ = std::move(runner); }
+
+  // The calls of the sharding plan's units (run_layer runs layer i as unit i's call): an
+  // architecture's sharding_plan() is built on them, and engines wrap them.
+  sharding::UnitCalls& unit_calls() { return unit_calls_; }
+
  protected:
+  // Layer i's own forward on x (what run_layer runs without a layer runner).
+  virtual at::Tensor layer_forward(int64_t i, const at::Tensor& x) = 0;
+
   // True: loss() runs the fused cross-entropy kernel (kernels/fused_ops.h), which reads bf16
   // logits without an fp32 copy; false: libtorch's cross_entropy on fp32 logits.
   virtual bool fused_loss() const { return false; }
+
+ private:
+  LayerRunner layer_runner_;
+  sharding::UnitCalls unit_calls_;
 };
 
 }  // namespace deepshard::models

@@ -4,8 +4,8 @@
 // [in, out]; converters transpose). GPT-2 initialisation, deterministic for a seed.
 // The model declares its sharding units through the public sharding API like any user model
 // (deepshard/sharding/sharding_plan.h): one unit per transformer block, wte tied to the head; its
-// blocks run through its UnitCalls, which engines wrap (ZeRO-3 gathers, ...). Loss, sampling and
-// the parameter count are the shared causal-LM ones (causal_lm.h).
+// blocks run through the model's unit calls (causal_lm.h), which engines wrap (ZeRO-3 gathers,
+// ...). Loss, sampling and the parameter count are the shared causal-LM ones (causal_lm.h).
 #pragma once
 
 #include <torch/nn/modules/container/modulelist.h>
@@ -14,12 +14,15 @@
 #include <torch/nn/modules/normalization.h>
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "deepshard/models/causal_lm.h"
 #include "deepshard/sharding/sharding_plan.h"
+
+namespace deepshard::config {
+struct ModelConfig;
+}
 
 namespace deepshard::models {
 
@@ -36,6 +39,9 @@ struct GptConfig {
   // libtorch sequences they replace (same results within rounding).
   bool fused_kernels = true;
 };
+
+// The GPT's sizes from a run's model section (presets applied; bias defaults to true).
+GptConfig gpt_config(const config::ModelConfig& model);
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
@@ -99,18 +105,9 @@ class GptImpl : public CausalLmImpl {
   int64_t vocab_size() const override { return config_.vocab_size; }
   std::string arch() const override { return "gpt"; }
 
-  // Runs block i on x. Default: blocks[i]->forward(x). A runner set here runs inside the unit
-  // wrappers engines install (unit_calls()).
-  using BlockRunner = std::function<at::Tensor(int64_t index, Block& block, const at::Tensor& x)>;
-  void set_block_runner(BlockRunner runner) { block_runner_ = std::move(runner); }
-  // Block i on x as forward() runs it: inside unit_calls(), through the runner when one is set
-  // (a pipeline stage runs its blocks this way).
-  at::Tensor run_layer(int64_t i, const at::Tensor& x) override;
-
   // The sharding plan: unit i is block h.i, the root holds wte, wpe and ln_f; wte is tied to the
   // output head (logits = ln_f(x) wte^T).
   sharding::ShardingPlan sharding_plan() override;
-  sharding::UnitCalls& unit_calls() { return unit_calls_; }
 
   const GptConfig& config() const { return config_; }
 
@@ -120,12 +117,12 @@ class GptImpl : public CausalLmImpl {
   torch::nn::LayerNorm ln_f{nullptr};
 
  protected:
+  // blocks[i]->forward(x) (run_layer runs it inside the unit calls, or the layer runner instead).
+  at::Tensor layer_forward(int64_t i, const at::Tensor& x) override;
   bool fused_loss() const override { return config_.fused_kernels; }
 
  private:
   GptConfig config_;
-  BlockRunner block_runner_;
-  sharding::UnitCalls unit_calls_;
 };
 TORCH_MODULE(Gpt);
 

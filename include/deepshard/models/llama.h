@@ -20,12 +20,15 @@
 #include <torch/nn/modules/linear.h>
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "deepshard/models/causal_lm.h"
 #include "deepshard/sharding/sharding_plan.h"
+
+namespace deepshard::config {
+struct ModelConfig;
+}
 
 namespace deepshard::models {
 
@@ -44,6 +47,10 @@ struct LlamaConfig {
   // fp32 projections and head (kernels/linear.h); false: libtorch's.
   bool fused_kernels = true;
 };
+
+// The Llama's sizes from a run's model section (presets applied; LlamaConfig's defaults for the
+// fields it leaves unset).
+LlamaConfig llama_config(const config::ModelConfig& model);
 
 // Parameters of a Llama with `config` (a tied head counted once).
 int64_t llama_parameter_count(const LlamaConfig& config);
@@ -123,9 +130,6 @@ class LlamaImpl : public CausalLmImpl {
   // forward (causal_lm.h) = head(layers(embed(idx))): model.embed_tokens; the decoder layers;
   // model.norm and lm_head (or embed_tokens' weight with tie_word_embeddings).
   at::Tensor embed(const at::Tensor& idx) override;
-  // Layer i on x as forward() runs it: inside unit_calls(), through the runner when one is set
-  // (the tensor-parallel Llama installs one; a pipeline stage runs its layers this way).
-  at::Tensor run_layer(int64_t i, const at::Tensor& x) override;
   at::Tensor head(const at::Tensor& hidden) override;
   int64_t num_layers() const override { return config_.n_layer; }
   int64_t hidden_size() const override { return config_.n_embd; }
@@ -139,11 +143,6 @@ class LlamaImpl : public CausalLmImpl {
   // Unit i is model.layers.i; with tie_word_embeddings, model.embed_tokens.weight is tied to the
   // head.
   sharding::ShardingPlan sharding_plan() override;
-  sharding::UnitCalls& unit_calls() { return unit_calls_; }
-  // Runs layer i on x in run_layer's place (default: model.blocks[i]->forward(x)).
-  using LayerRunner =
-      std::function<at::Tensor(int64_t index, LlamaBlock& block, const at::Tensor& x)>;
-  void set_layer_runner(LayerRunner runner) { layer_runner_ = std::move(runner); }
 
   const LlamaConfig& config() const { return config_; }
 
@@ -151,12 +150,13 @@ class LlamaImpl : public CausalLmImpl {
   torch::nn::Linear lm_head{nullptr};  // null with tie_word_embeddings (embed_tokens is the head)
 
  protected:
+  // model.blocks[i]->forward(x) (run_layer runs it inside the unit calls, or the layer runner
+  // instead).
+  at::Tensor layer_forward(int64_t i, const at::Tensor& x) override;
   bool fused_loss() const override { return config_.fused_kernels; }
 
  private:
   LlamaConfig config_;
-  LayerRunner layer_runner_;
-  sharding::UnitCalls unit_calls_;
 };
 TORCH_MODULE(Llama);
 

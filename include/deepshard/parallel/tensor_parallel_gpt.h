@@ -26,13 +26,13 @@ namespace deepshard::parallel {
 class TensorParallelGpt : public TensorParallelModel {
  public:
   // Shards `model` (whole, the same on every tensor rank) for this rank of `tensor` and installs
-  // its tensor-parallel block runner. Throws Error naming the size that does not divide.
+  // its tensor-parallel layer runner. Throws Error naming the size that does not divide.
   // `built`: the hook that split its blocks as they were built (they are left as they are).
   TensorParallelGpt(models::Gpt model, comm::Group& tensor,
                     const TensorSliceBuild* built = nullptr);
 
   models::CausalLmImpl& causal_lm() override { return *model_; }
-  // The loss's parts (the blocks run through the model's block runner, installed here): the
+  // The loss's parts (the blocks run through the model's layer runner, installed here): the
   // vocabulary-parallel embedding plus wpe; ln_f, the head on this rank's vocabulary rows (wte's
   // slice) and the vocabulary-parallel cross-entropy.
   at::Tensor embed(const at::Tensor& idx) override;

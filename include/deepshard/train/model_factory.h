@@ -1,6 +1,6 @@
-// The model of a run's `model` section: GPT-2 or Llama (model.arch) with its sizes (presets
-// applied), built as a models::CausalLmImpl that the trainer, `generate` and the converters use
-// without knowing the architecture.
+// The model of a run's `model` section: the architecture model.arch names (models/registry.h)
+// with its sizes (presets applied), built as a models::CausalLmImpl that the trainer, `generate`
+// and the converters use without knowing the architecture.
 #pragma once
 
 #include <cstdint>
@@ -9,24 +9,20 @@
 
 #include "deepshard/config/run_config.h"
 #include "deepshard/models/causal_lm.h"
-#include "deepshard/models/gpt.h"
-#include "deepshard/models/llama.h"
 #include "deepshard/sharding/sharding_plan.h"
 
 namespace deepshard::train {
 
-// The sizes of a `model` section (after presets are applied) for each architecture.
-models::GptConfig gpt_config(const config::ModelConfig& model);
-models::LlamaConfig llama_config(const config::ModelConfig& model);
-
 // Builds and initialises the model of `model.arch`, drawn from `seed`. `on_unit_built`
-// (optional): called with each sharding unit as soon as it is built (zero.Init).
+// (optional): called with each sharding unit as soon as it is built (zero.Init). Throws
+// ConfigError for an unknown architecture (naming the known ones).
 std::shared_ptr<models::CausalLmImpl> make_model(
     const config::ModelConfig& model, uint64_t seed,
     const sharding::UnitBuilt& on_unit_built = nullptr);
 
 // The model section as a checkpoint's client state saves it ("model": architecture and sizes,
-// presets applied), and back (a checkpoint without "arch" is a GPT's).
+// presets applied), and back (a checkpoint without "arch" holds config::ModelConfig's default
+// architecture).
 nlohmann::json saved_model_json(const config::ModelConfig& model);
 config::ModelConfig model_from_saved_json(const nlohmann::json& saved);
 

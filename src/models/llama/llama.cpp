@@ -1,6 +1,6 @@
-// The Llama model (llama.h): the body (embeddings, the decoder layers through the model's unit
-// calls and the layer runner, final norm), the head (untied, or the embeddings with
-// tie_word_embeddings), the sharding plan and the seeded initialisation.
+// The Llama model (llama.h): the body (embeddings, the decoder layers, final norm), the head
+// (untied, or the embeddings with tie_word_embeddings), the sharding plan and the seeded
+// initialisation.
 #include "deepshard/models/llama.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -92,11 +92,8 @@ at::Tensor LlamaImpl::embed(const at::Tensor& idx) {
   return model->embed_tokens(idx);
 }
 
-at::Tensor LlamaImpl::run_layer(int64_t i, const at::Tensor& x) {
-  auto& blocks = model->blocks;
-  return unit_calls_(size_t(i), [&] {
-    return layer_runner_ ? layer_runner_(i, blocks[i], x) : blocks[i]->forward(x);
-  });
+at::Tensor LlamaImpl::layer_forward(int64_t i, const at::Tensor& x) {
+  return model->blocks[i]->forward(x);
 }
 
 at::Tensor LlamaImpl::head(const at::Tensor& hidden) {
@@ -107,7 +104,7 @@ at::Tensor LlamaImpl::head(const at::Tensor& hidden) {
 }
 
 sharding::ShardingPlan LlamaImpl::sharding_plan() {
-  sharding::ShardingPlan plan(unit_calls_);
+  sharding::ShardingPlan plan(unit_calls());
   for (size_t i = 0; i < model->blocks.size(); ++i)
     plan.unit("model.layers." + std::to_string(i), model->blocks[i].ptr());
   if (config_.tie_word_embeddings)

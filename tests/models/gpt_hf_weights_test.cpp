@@ -1,6 +1,6 @@
-// GPT-2 <-> Hugging Face safetensors: HF names and Conv1D layout in the file, save -> load into a
-// model of another seed gives identical logits, bf16 files, and errors naming the tensor.
-#include "deepshard/checkpoint/hf_gpt2.h"
+// The GPT's Hugging Face GPT-2 safetensors layout (models/gpt/hf_names.cpp through
+// models/hf_weights.h): HF names and Conv1D layout in the file, save -> load into a model of
+// another seed gives identical logits, bf16 files, and errors naming the tensor.
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -9,6 +9,8 @@
 #include <string>
 
 #include "deepshard/checkpoint/safetensors.h"
+#include "deepshard/models/gpt.h"
+#include "deepshard/models/hf_weights.h"
 #include "deepshard/util/error.h"
 #include "support/test_support.h"
 
@@ -37,7 +39,7 @@ at::Tensor tokens() { return torch::arange(24, torch::kLong).remainder(64).view(
 
 std::string load_error(models::Gpt& model, const std::string& p) {
   try {
-    load_gpt2_safetensors(model, p);
+    models::load_hf_safetensors(*model, p);
   } catch (const IoError& e) {
     return e.what();
   }
@@ -47,7 +49,7 @@ std::string load_error(models::Gpt& model, const std::string& p) {
 
 TEST_F(HfGpt2Test, FileHasHuggingFaceNamesAndLayout) {
   models::Gpt model(small_config(), 1);
-  save_gpt2_safetensors(model, path("m.safetensors"));
+  models::save_hf_safetensors(*model, path("m.safetensors"));
   const SafetensorsContent file = load_safetensors(path("m.safetensors"));
   EXPECT_EQ(file.tensors.size(), model->named_parameters().size());
   EXPECT_EQ(file.tensors.count("lm_head.weight"), 0u);  // tied to wte, omitted as HF does
@@ -67,20 +69,20 @@ TEST_F(HfGpt2Test, SaveLoadIntoAnotherSeedGivesIdenticalLogits) {
   models::Gpt target(small_config(), 2);
   const at::Tensor expected = source->forward(tokens()).detach();
   ASSERT_FALSE(torch::equal(target->forward(tokens()), expected));
-  save_gpt2_safetensors(source, path("m.safetensors"));
-  load_gpt2_safetensors(target, path("m.safetensors"));
+  models::save_hf_safetensors(*source, path("m.safetensors"));
+  models::load_hf_safetensors(*target, path("m.safetensors"));
   EXPECT_TRUE(torch::equal(target->forward(tokens()), expected));
 }
 
 TEST_F(HfGpt2Test, Bf16FileLoadsTheRoundedWeights) {
   models::Gpt source(small_config(), 1);
   models::Gpt target(small_config(), 2);
-  save_gpt2_safetensors(source, path("bf16.safetensors"), at::kBFloat16);
+  models::save_hf_safetensors(*source, path("bf16.safetensors"), at::kBFloat16);
   const SafetensorsContent file = load_safetensors(path("bf16.safetensors"));
   for (const auto& [name, t] : file.tensors) EXPECT_EQ(t.scalar_type(), at::kBFloat16) << name;
   EXPECT_LT(fs::file_size(path("bf16.safetensors")) * 2, 4 * source->num_parameters() + 8192u);
 
-  load_gpt2_safetensors(target, path("bf16.safetensors"));
+  models::load_hf_safetensors(*target, path("bf16.safetensors"));
   const auto src = source->named_parameters();
   for (const auto& p : target->named_parameters()) {
     EXPECT_EQ(p.value().scalar_type(), at::kFloat);
@@ -101,13 +103,13 @@ TEST_F(HfGpt2Test, AcceptsGpt2ModelNamesAndIgnoresHfBuffers) {
   tensors["lm_head.weight"] = source->wte->weight.detach();
   save_safetensors(path("gpt2model.safetensors"), tensors);
   models::Gpt target(small_config(), 2);
-  load_gpt2_safetensors(target, path("gpt2model.safetensors"));
+  models::load_hf_safetensors(*target, path("gpt2model.safetensors"));
   EXPECT_TRUE(torch::equal(target->forward(tokens()), source->forward(tokens())));
 }
 
 TEST_F(HfGpt2Test, ErrorsNameTheTensor) {
   models::Gpt model(small_config(), 1);
-  save_gpt2_safetensors(model, path("m.safetensors"));
+  models::save_hf_safetensors(*model, path("m.safetensors"));
 
   models::GptConfig longer = small_config();
   longer.block_size = 32;

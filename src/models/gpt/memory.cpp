@@ -8,10 +8,9 @@
 // (2A) and the two residual-branch masks (2R). The embedding keeps its sum (R, plus a mask with
 // dropout); the head keeps ln_f's output (R) and the fp32 log-softmax over the vocabulary
 // (B*T*V*4); the logits themselves are freed when the loss returns.
-#include "deepshard/models/gpt_memory.h"
-
 #include <algorithm>
 
+#include "deepshard/models/gpt_memory.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::models {

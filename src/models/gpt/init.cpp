@@ -1,5 +1,5 @@
 // GPT-2 initialisation (see gpt_init.h): which law each parameter follows, and the seeded draw.
-#include "models/gpt_init.h"
+#include "models/gpt/init.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>

@@ -1,12 +1,12 @@
-// The GPT-2 model: embeddings, the block stack (through the engine's block runner when one is
-// installed), the final LayerNorm and the head tied to wte (on kernels::linear with fused_kernels).
+// The GPT-2 model: embeddings, the block stack (each block as layer_forward), the final LayerNorm
+// and the head tied to wte (on kernels::linear with fused_kernels).
 #include "deepshard/models/gpt.h"
 
 #include <torch/torch.h>
 
 #include "deepshard/kernels/linear.h"
 #include "deepshard/util/error.h"
-#include "models/gpt_init.h"
+#include "models/gpt/init.h"
 #include "models/layer_norm_call.h"
 
 namespace deepshard::models {
@@ -38,11 +38,7 @@ GptImpl::GptImpl(const GptConfig& config, uint64_t seed, const BlockBuilt& on_bl
   init.init(*ln_f, "ln_f");
 }
 
-at::Tensor GptImpl::run_layer(int64_t i, const at::Tensor& x) {
-  return unit_calls_(size_t(i), [&] {
-    return block_runner_ ? block_runner_(i, blocks[i], x) : blocks[i]->forward(x);
-  });
-}
+at::Tensor GptImpl::layer_forward(int64_t i, const at::Tensor& x) { return blocks[i]->forward(x); }
 
 at::Tensor GptImpl::embed(const at::Tensor& idx) {
   check_tokens(idx);
@@ -57,7 +53,7 @@ at::Tensor GptImpl::head(const at::Tensor& hidden) {
 }
 
 sharding::ShardingPlan GptImpl::sharding_plan() {
-  sharding::ShardingPlan plan(unit_calls_);
+  sharding::ShardingPlan plan(unit_calls());
   for (size_t i = 0; i < blocks.size(); ++i) plan.unit("h." + std::to_string(i), blocks[i].ptr());
   plan.tie("wte.weight", "the output head (logits = ln_f(x) wte^T)");
   return plan;

@@ -1,0 +1,55 @@
+// The architectures a run's model.arch names, each as one entry of functions: everything the layers
+// above the models (the trainer, checkpoints, the estimator, `convert`, `generate`) need of an
+// architecture, so that none of them names one. An architecture lives in its own folder,
+// src/models/<arch>/, and is registered by one line in src/models/registry.cpp (docs/models.md,
+// "Adding an architecture").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "deepshard/checkpoint/hf_weights.h"
+#include "deepshard/models/causal_lm.h"
+#include "deepshard/models/flops.h"
+#include "deepshard/models/parameter_shapes.h"
+#include "deepshard/sharding/sharding_plan.h"
+
+namespace deepshard::config {
+struct ModelConfig;
+}
+
+namespace deepshard::models {
+
+// Every function takes the run's model section with its preset applied (config::ModelConfig).
+struct ArchEntry {
+  // model.arch's value.
+  const char* name;
+  // Builds and initialises the model, drawn from `seed`. `on_unit_built` (may be null) gets each
+  // sharding unit as soon as it is built, before the next exists (zero.Init).
+  std::shared_ptr<CausalLmImpl> (*make_model)(const config::ModelConfig& model, uint64_t seed,
+                                              const sharding::UnitBuilt& on_unit_built);
+  // Parameters (a tied weight counted once), without building the model.
+  int64_t (*parameter_count)(const config::ModelConfig& model);
+  // Every parameter as (name, shape) in the model's named_parameters() order (a tied one once).
+  std::vector<NamedShape> (*parameter_shapes)(const config::ModelConfig& model);
+  // The name of the parameter the output head is tied to, "" when the head is its own.
+  std::string (*tied_parameter)(const config::ModelConfig& model);
+  // Matmul FLOPs per token of a sequence of `seq_len` tokens (0: block_size).
+  FlopsPerToken (*flops_per_token)(const config::ModelConfig& model, int64_t seq_len);
+  // The architecture's own fields of the model section as a checkpoint's client state saves them
+  // (added to `saved`), and read back into `model` from such a record.
+  void (*save_fields)(const config::ModelConfig& model, nlohmann::json& saved);
+  void (*load_fields)(const nlohmann::json& saved, config::ModelConfig& model);
+  // How its parameters appear in a Hugging Face safetensors file (models/hf_weights.h).
+  checkpoint::HfLayout (*hf_layout)();
+};
+
+// The entry of model.arch `name`. Throws ConfigError naming it and listing the known ones.
+const ArchEntry& find_arch(const std::string& name);
+// The registered architectures' names, in registration order.
+std::vector<std::string> arch_names();
+
+}  // namespace deepshard::models

@@ -1,0 +1,70 @@
+// The GPT's registry entry (registry.h): its config from a run's model section, the model, its
+// parameter count and shapes, FLOPs, the fields a checkpoint saves of it and its Hugging Face
+// layout.
+#include <nlohmann/json.hpp>
+
+#include "deepshard/config/run_config.h"
+#include "deepshard/models/gpt.h"
+#include "deepshard/models/gpt_memory.h"
+#include "deepshard/models/registry.h"
+
+namespace deepshard::models {
+
+checkpoint::HfLayout gpt_hf_layout();  // hf_names.cpp
+
+GptConfig gpt_config(const config::ModelConfig& m) {
+  GptConfig c;
+  c.n_layer = m.n_layer;
+  c.n_head = m.n_head;
+  c.n_embd = m.n_embd;
+  c.block_size = m.block_size;
+  c.vocab_size = m.vocab_size;
+  c.dropout = m.dropout;
+  c.bias = m.bias.value_or(c.bias);
+  c.fused_kernels = m.fused_kernels;
+  return c;
+}
+
+namespace {
+
+std::shared_ptr<CausalLmImpl> make_gpt(const config::ModelConfig& m, uint64_t seed,
+                                       const sharding::UnitBuilt& on_unit_built) {
+  return std::make_shared<GptImpl>(gpt_config(m), seed, on_unit_built);
+}
+
+int64_t count(const config::ModelConfig& m) { return gpt_parameter_count(gpt_config(m)); }
+
+std::vector<NamedShape> shapes(const config::ModelConfig& m) {
+  return gpt_parameter_shapes(gpt_config(m));
+}
+
+std::string tied(const config::ModelConfig&) { return "wte.weight"; }
+
+FlopsPerToken flops(const config::ModelConfig& m, int64_t seq_len) {
+  return gpt_flops_per_token(gpt_config(m), seq_len);
+}
+
+void save_fields(const config::ModelConfig& m, nlohmann::json& saved) {
+  saved["bias"] = gpt_config(m).bias;
+}
+
+void load_fields(const nlohmann::json& saved, config::ModelConfig& m) {
+  m.bias = saved.at("bias").get<bool>();
+}
+
+}  // namespace
+
+const ArchEntry& gpt_entry() {
+  static const ArchEntry entry{.name = "gpt",
+                               .make_model = make_gpt,
+                               .parameter_count = count,
+                               .parameter_shapes = shapes,
+                               .tied_parameter = tied,
+                               .flops_per_token = flops,
+                               .save_fields = save_fields,
+                               .load_fields = load_fields,
+                               .hf_layout = gpt_hf_layout};
+  return entry;
+}
+
+}  // namespace deepshard::models

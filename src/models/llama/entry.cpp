@@ -1,0 +1,83 @@
+// The Llama's registry entry (registry.h): its config from a run's model section, the model, its
+// parameter count and shapes, FLOPs, the fields a checkpoint saves of it and its Hugging Face
+// layout.
+#include <nlohmann/json.hpp>
+
+#include "deepshard/config/run_config.h"
+#include "deepshard/models/llama.h"
+#include "deepshard/models/registry.h"
+
+namespace deepshard::models {
+
+checkpoint::HfLayout llama_hf_layout();  // hf_names.cpp
+
+LlamaConfig llama_config(const config::ModelConfig& m) {
+  LlamaConfig c;
+  c.n_layer = m.n_layer;
+  c.n_head = m.n_head;
+  c.n_kv_head = m.n_kv_head;
+  c.n_embd = m.n_embd;
+  c.intermediate_size = m.intermediate_size;
+  c.block_size = m.block_size;
+  c.vocab_size = m.vocab_size;
+  c.rope_theta = m.rope_theta.value_or(c.rope_theta);
+  c.rms_norm_eps = m.rms_norm_eps.value_or(c.rms_norm_eps);
+  c.tie_word_embeddings = m.tie_word_embeddings.value_or(c.tie_word_embeddings);
+  c.fused_kernels = m.fused_kernels;
+  return c;
+}
+
+namespace {
+
+std::shared_ptr<CausalLmImpl> make_llama(const config::ModelConfig& m, uint64_t seed,
+                                         const sharding::UnitBuilt& on_unit_built) {
+  return std::make_shared<LlamaImpl>(llama_config(m), seed, on_unit_built);
+}
+
+int64_t count(const config::ModelConfig& m) { return llama_parameter_count(llama_config(m)); }
+
+std::vector<NamedShape> shapes(const config::ModelConfig& m) {
+  return llama_parameter_shapes(llama_config(m));
+}
+
+std::string tied(const config::ModelConfig& m) {
+  return llama_config(m).tie_word_embeddings ? "model.embed_tokens.weight" : "";
+}
+
+FlopsPerToken flops(const config::ModelConfig& m, int64_t seq_len) {
+  return llama_flops_per_token(llama_config(m), seq_len);
+}
+
+void save_fields(const config::ModelConfig& m, nlohmann::json& saved) {
+  const LlamaConfig c = llama_config(m);
+  saved["n_kv_head"] = c.n_kv_head;
+  saved["intermediate_size"] = c.intermediate_size;
+  saved["rope_theta"] = c.rope_theta;
+  saved["rms_norm_eps"] = c.rms_norm_eps;
+  saved["tie_word_embeddings"] = c.tie_word_embeddings;
+}
+
+void load_fields(const nlohmann::json& saved, config::ModelConfig& m) {
+  m.n_kv_head = saved.at("n_kv_head").get<int64_t>();
+  m.intermediate_size = saved.at("intermediate_size").get<int64_t>();
+  m.rope_theta = saved.at("rope_theta").get<double>();
+  m.rms_norm_eps = saved.at("rms_norm_eps").get<double>();
+  m.tie_word_embeddings = saved.at("tie_word_embeddings").get<bool>();
+}
+
+}  // namespace
+
+const ArchEntry& llama_entry() {
+  static const ArchEntry entry{.name = "llama",
+                               .make_model = make_llama,
+                               .parameter_count = count,
+                               .parameter_shapes = shapes,
+                               .tied_parameter = tied,
+                               .flops_per_token = flops,
+                               .save_fields = save_fields,
+                               .load_fields = load_fields,
+                               .hf_layout = llama_hf_layout};
+  return entry;
+}
+
+}  // namespace deepshard::models
