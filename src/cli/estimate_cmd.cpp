@@ -160,8 +160,8 @@ std::optional<models::GptConfig> model_of(const ArgParser& parser) {
 // the model's parameters (empty without --model).
 int64_t model_parallel_params(const ArgParser& parser,
                               const std::vector<models::NamedShape>& shapes,
-                              const std::string& tied, int64_t heads, int64_t kv_heads,
-                              zero::EstimateInput& in) {
+                              const std::string& tied, const sharding::TensorPlan& plan,
+                              int64_t heads, int64_t kv_heads, zero::EstimateInput& in) {
   const int64_t tensor = parser.get_int("tensor", 1), stages = parser.get_int("pipeline", 1);
   DS_CHECK(tensor >= 1 && stages >= 1, UsageError, "--tensor and --pipeline must be at least 1");
   DS_CHECK(in.world_size % (tensor * stages) == 0, UsageError, "--ranks ", in.world_size,
@@ -172,7 +172,7 @@ int64_t model_parallel_params(const ArgParser& parser,
            " must divide the heads (", heads, ") and key/value heads (", kv_heads, ")");
   const auto method = parallel::parse_partition_method(parser.get("partition").value_or("uniform"));
   const auto counts =
-      parallel::model_parallel_counts(shapes, tied, int(tensor), int(stages), method);
+      parallel::model_parallel_counts(shapes, tied, plan, int(tensor), int(stages), method);
   in.world_size /= tensor * stages;
   std::printf("layout: %lld ranks = tensor %lld x pipeline %lld x data %lld; partition %s: %s\n",
               static_cast<long long>(in.world_size * tensor * stages),
@@ -289,13 +289,15 @@ int run_estimate_command(const Args& args) {
                ": the activation estimate does not model tensor/pipeline parallelism");
     if (llama) {
       const auto c = models::llama_config(*llama);
-      in.num_params = model_parallel_params(
-          parser, models::llama_parameter_shapes(c),
-          c.tie_word_embeddings ? "model.embed_tokens.weight" : "", c.n_head, c.n_kv_head, in);
+      in.num_params =
+          model_parallel_params(parser, models::llama_parameter_shapes(c),
+                                c.tie_word_embeddings ? "model.embed_tokens.weight" : "",
+                                models::llama_tensor_plan(), c.n_head, c.n_kv_head, in);
     } else {
       in.num_params = model_parallel_params(
           parser, model ? models::gpt_parameter_shapes(*model) : std::vector<models::NamedShape>{},
-          "wte.weight", model ? model->n_head : 1, model ? model->n_head : 1, in);
+          "wte.weight", models::gpt_tensor_plan(), model ? model->n_head : 1,
+          model ? model->n_head : 1, in);
     }
   } else {
     DS_CHECK(!parser.has("partition"), UsageError, "--partition needs --pipeline");

@@ -3,32 +3,18 @@
 
 #include <algorithm>
 
-#include "deepshard/parallel/tensor_split.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::parallel {
 namespace {
 
-constexpr int64_t kEmbedding = -1, kHead = -2;
+using models::NamedShape;
 
-// The item of a parameter: its block index, kEmbedding or kHead.
-int64_t item_of(const std::string& name) {
-  for (const std::string prefix : {"h.", "model.layers."}) {
-    if (name.rfind(prefix, 0) != 0) continue;
-    const size_t dot = name.find('.', prefix.size());
-    if (dot != std::string::npos)
-      return std::stoll(name.substr(prefix.size(), dot - prefix.size()));
-  }
-  if (name == "wte.weight" || name == "wpe.weight" || name == "model.embed_tokens.weight")
-    return kEmbedding;
-  return kHead;
-}
-
-void check_divides(const models::NamedShape& p, int tensor_size) {
-  const int dim = tensor_split_dim(p.name);
+void check_divides(const NamedShape& p, const sharding::TensorPlan& plan, int tensor_size) {
+  const int dim = plan.split_dim(p.name);
   if (dim < 0) return;
   int64_t extent = p.shape.at(size_t(dim));
-  if (tensor_split(p.name) == TensorSplit::kQkvRows) extent /= 3;  // each of q, k, v is split
+  if (plan.split(p.name) == sharding::TensorSplit::kQkvRows) extent /= 3;  // q, k, v each split
   DS_CHECK(extent % tensor_size == 0, ConfigError, "tensor_parallel.size ", tensor_size,
            " does not divide dimension ", dim, " (", extent, ") of ", p.name);
 }
@@ -41,24 +27,26 @@ int ModelParallelCounts::heaviest_stage() const {
 }
 
 ModelParallelCounts model_parallel_counts(const std::vector<models::NamedShape>& shapes,
-                                          const std::string& tied, int tensor_size, int stages,
-                                          PartitionMethod method) {
+                                          const std::string& tied, const sharding::TensorPlan& plan,
+                                          int tensor_size, int stages, PartitionMethod method) {
   DS_CHECK(tensor_size >= 1, ConfigError, "tensor_parallel.size: must be >= 1, got ", tensor_size);
   int64_t blocks = 0;
-  for (const auto& p : shapes) blocks = std::max(blocks, item_of(p.name) + 1);
+  for (const auto& p : shapes) blocks = std::max(blocks, p.item + 1);
   // Whole and per-tensor-rank counts of each item: [embedding, blocks..., head].
   std::vector<int64_t> whole(size_t(blocks + 2), 0), local(size_t(blocks + 2), 0);
   auto index = [&](int64_t item) {
-    return size_t(item == kEmbedding ? 0 : item == kHead ? blocks + 1 : item + 1);
+    return size_t(item == NamedShape::kEmbedding ? 0
+                  : item == NamedShape::kHead    ? blocks + 1
+                                                 : item + 1);
   };
   for (const auto& p : shapes) {
-    check_divides(p, tensor_size);
-    const size_t i = index(item_of(p.name));
+    check_divides(p, plan, tensor_size);
+    const size_t i = index(p.item);
     whole[i] += p.numel();
-    local[i] += tensor_rank_numel(p.name, p.numel(), tensor_size);
+    local[i] += plan.rank_numel(p.name, p.numel(), tensor_size);
     if (p.name == tied && stages > 1) {  // the last stage's own copy of the tied embedding
       whole.back() += p.numel();
-      local.back() += tensor_rank_numel(p.name, p.numel(), tensor_size);
+      local.back() += plan.rank_numel(p.name, p.numel(), tensor_size);
     }
   }
   ModelParallelCounts out;

@@ -24,7 +24,9 @@ at::Tensor norm(torch::nn::LayerNorm& ln, const at::Tensor& x, bool fused) {
 
 TensorParallelGpt::TensorParallelGpt(models::Gpt model, comm::Group& tensor,
                                      const TensorSliceBuild* built)
-    : TensorParallelModel(tensor, model->config().vocab_size, built), model_(std::move(model)) {
+    : TensorParallelModel(tensor, model->config().vocab_size, model->sharding_plan().tensor_plan(),
+                          built),
+      model_(std::move(model)) {
   const auto& c = model_->config();
   require_divisible(tensor, "n_head", c.n_head, "heads are split over the tensor ranks");
   keep_slices();

@@ -22,7 +22,9 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& weight, bool fused) {
 
 TensorParallelLlama::TensorParallelLlama(models::Llama model, comm::Group& tensor,
                                          const TensorSliceBuild* built)
-    : TensorParallelModel(tensor, model->config().vocab_size, built), model_(std::move(model)) {
+    : TensorParallelModel(tensor, model->config().vocab_size, model->sharding_plan().tensor_plan(),
+                          built),
+      model_(std::move(model)) {
   const auto& c = model_->config();
   require_divisible(tensor, "n_head", c.n_head, "query heads are split over the tensor ranks");
   require_divisible(tensor, "n_kv_head", c.n_kv_head,

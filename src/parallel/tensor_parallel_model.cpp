@@ -17,18 +17,18 @@ void require_divisible(const comm::Group& tensor, const char* key, int64_t value
 }
 
 TensorParallelModel::TensorParallelModel(comm::Group& tensor, int64_t vocab_size,
-                                         const TensorSliceBuild* built)
-    : tensor_(tensor), built_(built) {
+                                         sharding::TensorPlan plan, const TensorSliceBuild* built)
+    : tensor_(tensor), plan_(std::move(plan)), built_(built) {
   require_divisible(tensor, "vocab_size", vocab_size,
                     "the vocabulary is split over the tensor ranks");
   vocab_start_ = vocab_size / tensor.size() * tensor.rank();
 }
 
 bool TensorParallelModel::is_split(const std::string& name) const {
-  return tensor_split(name) != TensorSplit::kReplicated;
+  return plan_.split(name) != TensorSplit::kReplicated;
 }
 
-int TensorParallelModel::split_dim(const std::string& name) const { return tensor_split_dim(name); }
+int TensorParallelModel::split_dim(const std::string& name) const { return plan_.split_dim(name); }
 
 at::Tensor TensorParallelModel::loss(const at::Tensor& idx, const at::Tensor& targets) {
   check_batch(idx, targets);
@@ -52,7 +52,7 @@ void TensorParallelModel::keep_slices() {
   const int n = tensor_.size(), t = tensor_.rank();
   torch::NoGradGuard no_grad;
   for (auto& item : causal_lm().named_parameters()) {
-    const TensorSplit split = tensor_split(item.key());
+    const TensorSplit split = plan_.split(item.key());
     if (split == TensorSplit::kReplicated) continue;
     if (built_ != nullptr && built_->split_at_build(item.value())) continue;
     item.value().set_data(tensor_slice(item.value(), split, t, n).clone());
@@ -64,7 +64,7 @@ std::vector<std::pair<std::string, at::Tensor>> TensorParallelModel::gather_full
   std::vector<std::pair<std::string, at::Tensor>> out;
   const int n = tensor_.size();
   for (auto& item : causal_lm().named_parameters()) {
-    const TensorSplit split = tensor_split(item.key());
+    const TensorSplit split = plan_.split(item.key());
     at::Tensor local = item.value().detach().contiguous();
     // A parameter without elements is another pipeline stage's, released on this rank.
     if (split == TensorSplit::kReplicated || n == 1 || local.numel() == 0) {

@@ -10,21 +10,21 @@
 
 namespace deepshard::parallel {
 
-TensorSliceBuild::TensorSliceBuild(int tensor_rank, int tensor_size, sharding::UnitBuilt next)
-    : rank_(tensor_rank), size_(tensor_size), next_(std::move(next)) {}
+TensorSliceBuild::TensorSliceBuild(sharding::TensorPlan plan, int tensor_rank, int tensor_size,
+                                   sharding::UnitBuilt next)
+    : plan_(std::move(plan)), rank_(tensor_rank), size_(tensor_size), next_(std::move(next)) {}
 
 sharding::UnitBuilt TensorSliceBuild::unit_hook() {
   return [this](size_t unit, torch::nn::Module& block) {
     torch::NoGradGuard no_grad;
     int64_t whole_bytes = 0;
-    // A block's own names end like the model's ("attn.c_attn.weight", "self_attn.q_proj.weight"),
-    // which is all the split rule reads.
+    // A block's own names end like the model's, which is all the plan's rules read.
     for (auto& item : block.named_parameters()) {
       at::Tensor& p = item.value();
       whole_bytes += p.numel() * static_cast<int64_t>(p.element_size());
-      const TensorSplit split = tensor_split(item.key());
+      const TensorSplit split = plan_.split(item.key());
       if (split == TensorSplit::kReplicated) continue;
-      const int64_t dim = tensor_split_dim(item.key());
+      const int64_t dim = plan_.split_dim(item.key());
       const int64_t parts = split == TensorSplit::kQkvRows ? 3 * size_ : size_;
       DS_CHECK(p.size(dim) % parts == 0, Error, "tensor_parallel.size ", size_, ": block ", unit,
                "'s ", item.key(), " ", p.sizes(), " does not split into ", size_, " equal parts");

@@ -6,7 +6,6 @@
 
 #include "deepshard/checkpoint/engine_checkpoint.h"
 #include "deepshard/checkpoint/tag_directory.h"
-#include "deepshard/parallel/tensor_split.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
 #include "train/data_fingerprint.h"
@@ -55,10 +54,10 @@ int64_t resume_from(const config::TrainConfig& train, const std::string& checkpo
 
 // With a rank grid, a checkpoint is the whole job's (docs/checkpoint.md, "Tensor-parallel layout",
 // "Pipeline layouts"): the protocol runs over the job's group, every record is a range of a whole
-// parameter (a tensor rank's slice maps to ranges by parallel::tensor_split's rule), and a
-// parameter held by several ranks is written by one: a replicated one by tensor rank 0, the tied
-// embedding (the GPT's wte, a tied Llama's model.embed_tokens: held by the first and the last
-// pipeline stage) by the first stage.
+// parameter (a tensor rank's slice maps to ranges by the model's tensor-parallel plan), and a
+// parameter held by several ranks is written by one: a replicated one by tensor rank 0, the
+// embedding the head is tied to (held by the first and the last pipeline stage) by the first
+// stage.
 void declare_checkpoint_layout(TrainingRun& run) {
   if (!run.axes) return;
   const parallel::RankGrid& grid = run.axes->grid;
@@ -68,12 +67,14 @@ void declare_checkpoint_layout(TrainingRun& run) {
   const std::string tied = run.pipeline ? run.pipeline->stage().tied_name() : std::string();
   zero::CheckpointLayout layout;
   layout.job = &run.group;
-  layout.slice = [t, n, stage, tied](const std::string& name) {
+  const sharding::TensorPlan plan =
+      run.tensor_parallel ? run.tensor_parallel->tensor_plan() : sharding::TensorPlan();
+  layout.slice = [t, n, stage, tied, plan](const std::string& name) {
     checkpoint::TensorSlice slice;
     if (n > 1) {
-      slice.dim = parallel::tensor_split_dim(name);
-      // c_attn's q, k and v rows: three blocks, each split over the tensor ranks.
-      slice.blocks = parallel::tensor_split(name) == parallel::TensorSplit::kQkvRows ? 3 : 1;
+      slice.dim = plan.split_dim(name);
+      // Fused q, k and v rows: three blocks, each split over the tensor ranks.
+      slice.blocks = plan.split(name) == sharding::TensorSplit::kQkvRows ? 3 : 1;
       slice.rank = t;
       slice.size = n;
     }

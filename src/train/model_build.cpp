@@ -1,8 +1,10 @@
-// The model-building step of a training run: the model of the run's `model` section (GPT or
-// Llama), built under zero.Init at stage 3, with Hugging Face weights (model.init_from).
+// The model-building step of a training run: the model of the run's `model` section (its
+// architecture's registry entry), built under zero.Init at stage 3 and split over the tensor ranks
+// as it is built, with Hugging Face weights (model.init_from).
 #include <torch/torch.h>
 
 #include "deepshard/models/hf_weights.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/train/model_factory.h"
 #include "deepshard/util/log.h"
 #include "train/training_run.h"
@@ -24,7 +26,8 @@ void build_model(TrainingRun& run) {
   // zero.Init partitions this rank's slices), so no rank holds the whole model's blocks at once.
   if (run.axes && run.axes->grid.tensor_size() > 1 && !whole_first) {
     run.tensor_build = std::make_unique<parallel::TensorSliceBuild>(
-        run.axes->tensor->rank(), run.axes->tensor->size(), std::move(on_block));
+        models::find_arch(run.config.model.arch).tensor_plan(), run.axes->tensor->rank(),
+        run.axes->tensor->size(), std::move(on_block));
     on_block = run.tensor_build->unit_hook();
   }
   run.model = make_model(run.config.model, run.config.train.seed, on_block);

@@ -28,12 +28,13 @@ std::map<std::string, at::Tensor> parameters(torch::nn::Module& model) {
 // split parameters are rank t's slice of the whole value, marked split at build; everything else
 // is the whole value, unmarked.
 void expect_slices_of(torch::nn::Module& built, torch::nn::Module& whole,
-                      const TensorSliceBuild& slices, int t, int n, const std::string& block) {
+                      const sharding::TensorPlan& plan, const TensorSliceBuild& slices, int t,
+                      int n, const std::string& block) {
   int split = 0;
   for (const auto& [name, value] : parameters(built)) {
     const at::Tensor& reference = parameters(whole).at(name);
     const bool in_block = name.rfind(block, 0) == 0;
-    const TensorSplit rule = tensor_split(name);
+    const TensorSplit rule = plan.split(name);
     if (in_block && rule != TensorSplit::kReplicated) {
       EXPECT_TRUE(slices.split_at_build(value)) << name;
       EXPECT_TRUE(torch::equal(value, tensor_slice(reference, rule, t, n))) << name;
@@ -63,13 +64,15 @@ TEST(TensorSliceBuild, GptBlocksHoldTheirSlicesOfTheSeededModel) {
   for (const auto& p : whole->blocks[0]->parameters()) block_bytes += p.numel() * 4;
   for (int t = 0; t < 2; ++t) {
     int64_t next_seen = 0;
-    TensorSliceBuild slices(t, 2, [&](size_t unit, torch::nn::Module& block) {
-      // The next hook (zero.Init's in training) gets the block already split.
-      EXPECT_EQ(block.named_parameters()["attn.c_attn.weight"].size(0), 3 * c.n_embd / 2) << unit;
-      ++next_seen;
-    });
+    TensorSliceBuild slices(
+        models::gpt_tensor_plan(), t, 2, [&](size_t unit, torch::nn::Module& block) {
+          // The next hook (zero.Init's in training) gets the block already split.
+          EXPECT_EQ(block.named_parameters()["attn.c_attn.weight"].size(0), 3 * c.n_embd / 2)
+              << unit;
+          ++next_seen;
+        });
     models::Gpt built(c, 7, slices.unit_hook());
-    expect_slices_of(*built, *whole, slices, t, 2, "h.");
+    expect_slices_of(*built, *whole, models::gpt_tensor_plan(), slices, t, 2, "h.");
     EXPECT_EQ(next_seen, 3);
     EXPECT_EQ(slices.blocks(), 3);
     EXPECT_EQ(slices.peak_whole_block_bytes(), block_bytes);
@@ -81,15 +84,15 @@ TEST(TensorSliceBuild, LlamaBlocksHoldTheirSlicesOfTheSeededModel) {
   c.intermediate_size = 128;
   models::Llama whole(c, 11);
   for (int t = 0; t < 2; ++t) {
-    TensorSliceBuild slices(t, 2);
+    TensorSliceBuild slices(models::llama_tensor_plan(), t, 2);
     models::Llama built(c, 11, slices.unit_hook());
-    expect_slices_of(*built, *whole, slices, t, 2, "model.layers.");
+    expect_slices_of(*built, *whole, models::llama_tensor_plan(), slices, t, 2, "model.layers.");
   }
 }
 
 TEST(TensorSliceBuild, ASplitThatDoesNotDivideNamesTheParameter) {
   const models::GptConfig c = small_gpt(1, 2);
-  TensorSliceBuild slices(0, 3);
+  TensorSliceBuild slices(models::gpt_tensor_plan(), 0, 3);
   try {
     models::Gpt built(c, 1, slices.unit_hook());
     FAIL() << "no error";

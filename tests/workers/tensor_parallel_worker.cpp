@@ -116,20 +116,23 @@ DS_WORKER_SCENARIO(tp_counts) {
   const int tensor_size = std::stoi(args.at(0));
   const parallel::RankGrid grid(group.size(), 1, tensor_size);
   parallel::ParallelGroups groups = parallel::make_parallel_groups(group, grid, options);
-  auto estimated = [&](const std::vector<models::NamedShape>& shapes, const std::string& tied) {
-    return parallel::model_parallel_counts(shapes, tied, tensor_size, 1,
+  auto estimated = [&](const std::vector<models::NamedShape>& shapes, const std::string& tied,
+                       const sharding::TensorPlan& plan) {
+    return parallel::model_parallel_counts(shapes, tied, plan, tensor_size, 1,
                                            parallel::PartitionMethod::kUniform)
         .stage_params.at(0);
   };
   parallel::TensorParallelGpt gpt(models::Gpt(tiny_gpt(2), 1), *groups.tensor);
-  const int64_t gpt_estimate = estimated(models::gpt_parameter_shapes(tiny_gpt(2)), "wte.weight");
+  const int64_t gpt_estimate =
+      estimated(models::gpt_parameter_shapes(tiny_gpt(2)), "wte.weight", models::gpt_tensor_plan());
   DS_WORKER_EXPECT(held(gpt.causal_lm()) == gpt_estimate,
                    "GPT: " << held(gpt.causal_lm()) << " held, " << gpt_estimate << " estimated");
   for (bool tied : {false, true}) {
     const models::LlamaConfig c = tiny_llama(2, tied);
     parallel::TensorParallelLlama llama(models::Llama(c, 1), *groups.tensor);
     const int64_t estimate =
-        estimated(models::llama_parameter_shapes(c), tied ? "model.embed_tokens.weight" : "");
+        estimated(models::llama_parameter_shapes(c), tied ? "model.embed_tokens.weight" : "",
+                  models::llama_tensor_plan());
     DS_WORKER_EXPECT(held(llama.causal_lm()) == estimate,
                      "Llama: " << held(llama.causal_lm()) << " held, " << estimate << " estimated");
     if (group.rank() == 0) {

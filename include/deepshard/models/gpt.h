@@ -43,6 +43,9 @@ struct GptConfig {
 // The GPT's sizes from a run's model section (presets applied; bias defaults to true).
 GptConfig gpt_config(const config::ModelConfig& model);
 
+// How the GPT's parameters split over tensor-parallel ranks (models/gpt/tensor_plan.cpp).
+sharding::TensorPlan gpt_tensor_plan();
+
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   explicit CausalSelfAttentionImpl(const GptConfig& config);
@@ -106,7 +109,7 @@ class GptImpl : public CausalLmImpl {
   std::string arch() const override { return "gpt"; }
 
   // The sharding plan: unit i is block h.i, the root holds wte, wpe and ln_f; wte is tied to the
-  // output head (logits = ln_f(x) wte^T).
+  // output head (logits = ln_f(x) wte^T); the tensor-parallel split is gpt_tensor_plan().
   sharding::ShardingPlan sharding_plan() override;
 
   const GptConfig& config() const { return config_; }

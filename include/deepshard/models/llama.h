@@ -52,6 +52,9 @@ struct LlamaConfig {
 // fields it leaves unset).
 LlamaConfig llama_config(const config::ModelConfig& model);
 
+// How the Llama's parameters split over tensor-parallel ranks (models/llama/tensor_plan.cpp).
+sharding::TensorPlan llama_tensor_plan();
+
 // Parameters of a Llama with `config` (a tied head counted once).
 int64_t llama_parameter_count(const LlamaConfig& config);
 
@@ -141,7 +144,7 @@ class LlamaImpl : public CausalLmImpl {
   std::string arch() const override { return "llama"; }
 
   // Unit i is model.layers.i; with tie_word_embeddings, model.embed_tokens.weight is tied to the
-  // head.
+  // head; the tensor-parallel split is llama_tensor_plan().
   sharding::ShardingPlan sharding_plan() override;
 
   const LlamaConfig& config() const { return config_; }

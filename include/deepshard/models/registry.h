@@ -45,6 +45,8 @@ struct ArchEntry {
   void (*load_fields)(const nlohmann::json& saved, config::ModelConfig& model);
   // How its parameters appear in a Hugging Face safetensors file (models/hf_weights.h).
   checkpoint::HfLayout (*hf_layout)();
+  // How its parameters split over tensor-parallel ranks (the plan its sharding_plan() declares).
+  sharding::TensorPlan (*tensor_plan)();
 };
 
 // The entry of model.arch `name`. Throws ConfigError naming it and listing the known ones.

@@ -1,7 +1,7 @@
 // Megatron-LM's tensor-parallel GPT (Shoeybi et al. 2019) over deepshard's models::Gpt. Every rank
 // of a tensor group builds the whole model with the same seed (so the initialisation is the
 // single-rank run's), then TensorParallelGpt keeps in place only this rank's slices of the split
-// parameters (tensor rank t of T; the rule is tensor_split.h's):
+// parameters (tensor rank t of T; the rule is models::gpt_tensor_plan()):
 //  - attn.c_attn (QKV, column-parallel): the rows of heads [t H/T, (t+1) H/T) of each of q, k, v;
 //  - attn.c_proj (row-parallel): the matching input columns; its bias stays whole (added once,
 //    after the all-reduce);

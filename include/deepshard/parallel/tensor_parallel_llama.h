@@ -1,7 +1,7 @@
 // Megatron-LM's tensor parallelism (Shoeybi et al. 2019) for deepshard's Llama-style model
 // (models::Llama). As TensorParallelGpt (tensor_parallel_model.h), every rank of a tensor group
 // builds the whole model with the same seed and keeps in place only its slices (tensor rank t of
-// T; the rule is tensor_split.h's):
+// T; the rule is models::llama_tensor_plan()):
 //  - self_attn.q_proj (column-parallel): the rows of query heads [t H/T, (t+1) H/T);
 //  - self_attn.k_proj, v_proj (column-parallel): the rows of key/value heads [t K/T, (t+1) K/T),
 //    exactly the ones those query heads use (grouped-query attention: query head j reads kv head

@@ -1,9 +1,9 @@
-// What the tensor-parallel models (TensorParallelGpt, TensorParallelLlama) share: a whole causal
-// language model, built the same on every rank of a tensor group with the same seed (so the
-// initialisation is the single-rank run's; its blocks possibly split as they were built,
-// tensor_slice_build.h), of which each rank keeps in place only its slices of
-// the split parameters (tensor_split.h's rule; the model's parameter names and module tree are
-// unchanged); the loss over the tensor group; and the gather of the whole parameters. The trainer,
+// What the tensor-parallel models share: a whole causal language model, built the same on every
+// rank of a tensor group with the same seed (so the initialisation is the single-rank run's; its
+// blocks possibly split as they were built, tensor_slice_build.h), of which each rank keeps in
+// place only its slices of the split parameters (the tensor-parallel plan its sharding plan
+// declares, sharding/tensor_plan.h; the model's parameter names and module tree are unchanged);
+// the loss over the tensor group; and the gather of the whole parameters. The trainer,
 // the all-axes gradient norm (grad_norm.h) and the engine's model-parallel hook see this interface.
 #pragma once
 
@@ -15,6 +15,7 @@
 
 #include "deepshard/comm/group.h"
 #include "deepshard/models/causal_lm.h"
+#include "deepshard/sharding/tensor_plan.h"
 
 namespace deepshard::parallel {
 
@@ -46,6 +47,8 @@ class TensorParallelModel {
   // The dimension `name` is split along (0 rows, 1 columns), or -1 when replicated; with the
   // tensor size, this is what a checkpoint needs to rebuild the whole parameter.
   int split_dim(const std::string& name) const;
+  // The model's tensor-parallel plan: how every parameter is split.
+  const sharding::TensorPlan& tensor_plan() const { return plan_; }
 
   // The whole value of every parameter, gathered over the tensor group (collective), in
   // causal_lm().named_parameters() order: for tests and for saving weights.
@@ -53,9 +56,11 @@ class TensorParallelModel {
 
  protected:
   // `vocab_size`: the model's vocabulary (split in T rows ranges; this rank's starts at
-  // vocab_start()). Throws Error naming model.vocab_size when T does not divide it. `built`: the
-  // hook that split the blocks as the model was built (tensor_slice_build.h), or null.
-  TensorParallelModel(comm::Group& tensor, int64_t vocab_size, const TensorSliceBuild* built);
+  // vocab_start()). Throws Error naming model.vocab_size when T does not divide it. `plan`: the
+  // model's tensor-parallel plan. `built`: the hook that split the blocks as the model was built
+  // (tensor_slice_build.h), or null.
+  TensorParallelModel(comm::Group& tensor, int64_t vocab_size, sharding::TensorPlan plan,
+                      const TensorSliceBuild* built);
   // Replaces every split parameter of causal_lm() by a copy of this rank's slice (in place: the
   // parameter objects, and so the module tree, stay), except those split as they were built.
   void keep_slices();
@@ -65,6 +70,7 @@ class TensorParallelModel {
 
  private:
   comm::Group& tensor_;
+  sharding::TensorPlan plan_;
   const TensorSliceBuild* built_;
   int64_t vocab_start_ = 0;
 };

@@ -1,14 +1,15 @@
 // Building only this tensor rank's part of a model's blocks (as zero.Init builds only a ZeRO-3
 // rank's part): the model's constructor calls the hook with each block (sharding unit) as soon as
 // it is built and initialised with the seed, and the hook replaces each split parameter of the
-// block by a copy of this rank's slice (tensor_split.h's rule, on the block's own parameter names)
+// block by a copy of this rank's slice (the model's tensor-parallel plan, sharding/tensor_plan.h,
+// on the block's own parameter names)
 // before the next block exists; then an optional next hook runs (zero::PartitionedBuild's, which
 // partitions the slices over the data-parallel group). No rank ever holds more than one whole
 // block beside the root (embeddings, final norm, head), which TensorParallelModel splits after.
 //
-//   parallel::TensorSliceBuild slices(tensor.rank(), tensor.size());
-//   models::Gpt gpt(config, seed, slices.unit_hook());
-//   parallel::TensorParallelGpt tp(gpt, tensor, &slices);  // splits the root only
+//   parallel::TensorSliceBuild slices(plan, tensor.rank(), tensor.size());
+//   auto model = models::find_arch(arch).make_model(config, seed, slices.unit_hook());
+//   // then the tensor-parallel model over `model` with &slices splits the root only
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -17,13 +18,16 @@
 #include <unordered_set>
 
 #include "deepshard/sharding/sharding_plan.h"
+#include "deepshard/sharding/tensor_plan.h"
 
 namespace deepshard::parallel {
 
 class TensorSliceBuild {
  public:
-  // This rank is `tensor_rank` of `tensor_size`; `next` runs on each block after its split.
-  TensorSliceBuild(int tensor_rank, int tensor_size, sharding::UnitBuilt next = {});
+  // This rank is `tensor_rank` of `tensor_size`; `plan`: the model's tensor-parallel plan (its
+  // architecture's, as the model is not built yet); `next` runs on each block after its split.
+  TensorSliceBuild(sharding::TensorPlan plan, int tensor_rank, int tensor_size,
+                   sharding::UnitBuilt next = {});
 
   sharding::UnitBuilt unit_hook();
 
@@ -34,6 +38,7 @@ class TensorSliceBuild {
   int64_t blocks() const { return blocks_; }
 
  private:
+  sharding::TensorPlan plan_;
   int rank_, size_;
   sharding::UnitBuilt next_;
   std::unordered_set<const void*> split_;  // the parameters' TensorImpls (set_data keeps them)

@@ -1,15 +1,17 @@
 // A whole parameter cut into the slices of the tensor ranks, and the whole rebuilt from them, by
-// the split rule of tensor_split.h (for the tensor-parallel models, their gathered parameters and
-// checkpoints that reshard across tensor sizes).
+// its split in the model's tensor-parallel plan (sharding/tensor_plan.h; for the tensor-parallel
+// models, their gathered parameters and checkpoints that reshard across tensor sizes).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <vector>
 
-#include "deepshard/parallel/tensor_split.h"
+#include "deepshard/sharding/tensor_plan.h"
 
 namespace deepshard::parallel {
+
+using sharding::TensorSplit;
 
 // Tensor rank t's (of n) slice of `whole` (a view; `whole` itself when replicated).
 at::Tensor tensor_slice(const at::Tensor& whole, TensorSplit split, int t, int n);

@@ -5,8 +5,9 @@
 //   1. keeps a `UnitCalls` and calls its blocks' forwards through it (libtorch modules have no
 //      forward hooks, so this is the hook point engines wrap: gather before, release after,
 //      pre-backward re-gather, trace, prefetch);
-//   2. implements `Shardable::sharding_plan()`, naming its units in forward order and the
-//      parameters that are tied (used outside their own module);
+//   2. implements `Shardable::sharding_plan()`, naming its units in forward order, the
+//      parameters that are tied (used outside their own module) and, for tensor parallelism, how
+//      its parameters split over tensor ranks (tensor_plan.h);
 //   3. optionally takes a `UnitBuilt` callback in its constructor and calls it with each unit as
 //      soon as the unit is built (zero.Init: zero::PartitionedBuild partitions it right away).
 //
@@ -23,6 +24,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "deepshard/sharding/tensor_plan.h"
 
 namespace deepshard::sharding {
 
@@ -83,6 +86,12 @@ class ShardingPlan {
   // module that registers it (e.g. an output head reusing the embedding). A tied parameter
   // belongs to the root unit, which is gathered whenever any of its users runs.
   ShardingPlan& tie(std::string param, std::string users);
+  // Declares how the parameters split over tensor-parallel ranks (tensor_plan.h; none declared:
+  // every parameter replicated, the model is not split).
+  ShardingPlan& tensor_parallel(TensorPlan plan) {
+    tensor_plan_ = std::move(plan);
+    return *this;
+  }
 
   struct Unit {
     std::string name;
@@ -95,11 +104,13 @@ class ShardingPlan {
   const std::vector<Unit>& units() const { return units_; }
   const std::vector<Tied>& tied() const { return tied_; }
   UnitCalls& calls() const { return *calls_; }
+  const TensorPlan& tensor_plan() const { return tensor_plan_; }
 
  private:
   UnitCalls* calls_;
   std::vector<Unit> units_;
   std::vector<Tied> tied_;
+  TensorPlan tensor_plan_;
 };
 
 // What a model implements so that engines find its plan (a dynamic_cast, not its type).

@@ -63,7 +63,8 @@ const ArchEntry& gpt_entry() {
                                .flops_per_token = flops,
                                .save_fields = save_fields,
                                .load_fields = load_fields,
-                               .hf_layout = gpt_hf_layout};
+                               .hf_layout = gpt_hf_layout,
+                               .tensor_plan = gpt_tensor_plan};
   return entry;
 }
 

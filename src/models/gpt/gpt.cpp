@@ -56,6 +56,7 @@ sharding::ShardingPlan GptImpl::sharding_plan() {
   sharding::ShardingPlan plan(unit_calls());
   for (size_t i = 0; i < blocks.size(); ++i) plan.unit("h." + std::to_string(i), blocks[i].ptr());
   plan.tie("wte.weight", "the output head (logits = ln_f(x) wte^T)");
+  plan.tensor_parallel(gpt_tensor_plan());
   return plan;
 }
 

@@ -76,7 +76,8 @@ const ArchEntry& llama_entry() {
                                .flops_per_token = flops,
                                .save_fields = save_fields,
                                .load_fields = load_fields,
-                               .hf_layout = llama_hf_layout};
+                               .hf_layout = llama_hf_layout,
+                               .tensor_plan = llama_tensor_plan};
   return entry;
 }
 

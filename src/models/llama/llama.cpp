@@ -109,6 +109,7 @@ sharding::ShardingPlan LlamaImpl::sharding_plan() {
     plan.unit("model.layers." + std::to_string(i), model->blocks[i].ptr());
   if (config_.tie_word_embeddings)
     plan.tie("model.embed_tokens.weight", "the output head (tie_word_embeddings)");
+  plan.tensor_parallel(llama_tensor_plan());
   return plan;
 }
 
