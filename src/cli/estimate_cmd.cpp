@@ -1,8 +1,10 @@
 // `deepshard estimate --params P --ranks N [--stage S] [--offload none|cpu|nvme]
 // [--dtype bf16|fp16|fp32] ...`: model-state memory per rank for ZeRO stages 0-3 (design §4), as
-// deepshard allocates it, and stage 2's communication buffers. With --model (a preset and sizes;
-// --arch gpt or llama): the parameter count; for GPT also the activation memory of a micro-batch
-// with and without activation checkpointing, and with --budget the largest micro-batch that fits.
+// deepshard allocates it, and stage 2's communication buffers. With --model (a preset of --arch and
+// sizes, checked as a run file's model section; the architecture's registry entry): the parameter
+// count; when the architecture models its activations, also the activation memory of a
+// micro-batch with and without activation checkpointing, and with --budget the largest
+// micro-batch that fits.
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -11,10 +13,8 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "deepshard/config/loader.h"
-#include "deepshard/models/gpt_memory.h"
-#include "deepshard/models/parameter_shapes.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/parallel/model_parallel_counts.h"
-#include "deepshard/train/model_factory.h"
 #include "deepshard/util/error.h"
 #include "deepshard/zero/estimator.h"
 
@@ -28,12 +28,11 @@ const char* kUsage =
     "                          [--overlap-comm] [--no-reduce-scatter] [--accumulation G]\n"
     "                          [--sub-group-size E] [--buffer-count B] [--largest-layer E]\n"
     "                          [--tensor T] [--pipeline S] [--partition uniform|parameters]\n"
-    "       deepshard estimate --model tiny|small|gpt2 [--n-layer L] [--n-head H] [--n-embd C]\n"
-    "                          [--vocab-size V] [--dropout P] [--seq T] [--micro-batch B]\n"
-    "                          [--number-checkpoints K] [--budget BYTES] [--ranks N] ...\n"
-    "       deepshard estimate --arch llama --model tiny|small [--n-layer L] [--n-head H]\n"
-    "                          [--n-kv-head K] [--n-embd C] [--intermediate-size I]\n"
-    "                          [--vocab-size V] [--tie-word-embeddings] [--ranks N] ...\n"
+    "       deepshard estimate [--arch A] --model PRESET [--n-layer L] [--n-head H] [--n-embd C]\n"
+    "                          [--vocab-size V] [--dropout P] [--n-kv-head K]\n"
+    "                          [--intermediate-size I] [--tie-word-embeddings] [--seq T]\n"
+    "                          [--micro-batch B] [--number-checkpoints K] [--budget BYTES]\n"
+    "                          [--ranks N] ...\n"
     "\n"
     "Prints the memory that parameters, gradients, fp32 master weights and Adam state take on\n"
     "each of N data-parallel ranks for a model of P parameters (1.3e9 is accepted), for ZeRO\n"
@@ -50,20 +49,22 @@ const char* kUsage =
     "--buffer-count as offload_optimizer's). --largest-layer (elements) adds DeepSpeed's own\n"
     "estimate_zero3_model_states_mem_needs figure for the same model, N ranks on one node.\n"
     "\n"
-    "--model (a GPT preset, sizes overriding it; --params then defaults to its parameter count)\n"
-    "adds the activation memory one rank keeps for backward at the peak of a training pass of\n"
+    "--model (a preset of --arch, default the run file's default model.arch; the size options\n"
+    "override it and are checked as the run file's model keys of the same names, so an option\n"
+    "another architecture's model does not have is an error; --params then defaults to its\n"
+    "parameter count) adds, for an architecture whose activations are modelled\n"
+    "(docs/activation.md), the activation memory one rank keeps for backward at the peak of a\n"
+    "training pass of\n"
     "--micro-batch sequences (default 1) of --seq tokens (default the block size), in --dtype,\n"
     "without activation checkpointing and with it (every block recomputed, or the first\n"
     "--number-checkpoints). --budget (bytes per rank, 24e9 accepted) prints the largest\n"
     "micro-batch whose model states (at --stage, default 0) and activations fit, with and "
     "without.\n"
-    "--arch llama --model (a Llama preset, sizes overriding it) gives --params the Llama's\n"
-    "parameter count (untied head unless --tie-word-embeddings); its activations are not\n"
-    "modelled (the GPT-only options are refused).\n"
+    "(--seq, --micro-batch, --number-checkpoints and --budget are refused for the others).\n"
     "\n"
     "--tensor T and --pipeline S (with --model): the N ranks form tensor T x pipeline S x data\n"
-    "N/(T S) (docs/parallel.md). Each rank holds its tensor slices (the split rule of\n"
-    "TensorParallelGpt/Llama: 1/T of every split parameter, the norms and row-parallel biases\n"
+    "N/(T S) (docs/parallel.md). Each rank holds its tensor slices (the architecture's\n"
+    "tensor-parallel plan: 1/T of every split parameter, the norms and row-parallel biases\n"
     "whole) of its pipeline stage's layers (--partition: uniform by block count, the default,\n"
     "or parameters; the first stage holds the embedding, the last the final norm and head and\n"
     "a copy of a tied embedding). Prints each stage's parameters per rank; the table is the\n"
@@ -99,65 +100,45 @@ std::string human(int64_t bytes) {
 
 int64_t dtype_bytes(config::DType d) { return d == config::DType::kFp32 ? 4 : 2; }
 
-// --arch llama --model and the sizes that override it.
-config::ModelConfig llama_model_of(const ArgParser& parser) {
-  DS_CHECK(parser.has("model"), UsageError, "--arch llama needs --model");
-  for (const char* o : {"dropout", "seq", "micro-batch", "number-checkpoints", "budget"})
-    DS_CHECK(!parser.has(o), UsageError, "--", o,
-             ": the activation estimate models GPT only (not --arch llama)");
-  config::ModelConfig m;
-  m.arch = "llama";
-  m.preset = *parser.get("model");
-  config::apply_model_preset(m);  // throws ConfigError for an unknown preset
-  m.n_layer = parser.get_int("n-layer", m.n_layer);
-  m.n_head = parser.get_int("n-head", m.n_head);
-  m.n_kv_head = parser.get_int("n-kv-head", m.n_kv_head);
-  m.n_embd = parser.get_int("n-embd", m.n_embd);
-  m.intermediate_size = parser.get_int("intermediate-size", m.intermediate_size);
-  m.vocab_size = parser.get_int("vocab-size", m.vocab_size);
-  m.tie_word_embeddings = parser.has("tie-word-embeddings");
-  DS_CHECK(m.n_layer > 0 && m.n_head > 0 && m.n_kv_head > 0 && m.n_embd > 0 &&
-               m.intermediate_size > 0 && m.vocab_size > 0 && m.n_embd % m.n_head == 0 &&
-               m.n_head % m.n_kv_head == 0,
-           UsageError,
-           "--n-layer, --n-head, --n-kv-head, --n-embd, --intermediate-size, --vocab-size must be "
-           "positive, n_embd a multiple of n_head and n_head of n_kv_head");
-  return m;
+// A size option: 0 when absent (the preset's), else its value, which must be positive.
+int64_t size_option(const ArgParser& parser, const char* option) {
+  const int64_t v = parser.get_int(option, 0);
+  DS_CHECK(!parser.has(option) || v > 0, UsageError, "--", option, " must be positive");
+  return v;
 }
 
-// --model and the sizes that override it.
-std::optional<models::GptConfig> model_of(const ArgParser& parser) {
-  for (const char* o : {"n-kv-head", "intermediate-size", "tie-word-embeddings"})
-    DS_CHECK(!parser.has(o), UsageError, "--", o, " is for --arch llama");
+// --model (a preset of --arch) and the options that override it, checked as a run file's model
+// section; nullopt without --model.
+std::optional<config::ModelConfig> model_of(const ArgParser& parser) {
+  config::ModelConfig m;
+  m.arch = parser.get("arch").value_or(m.arch);
+  models::find_arch(m.arch);  // ConfigError naming the known architectures
   if (!parser.has("model")) {
-    for (const char* o : {"n-layer", "n-head", "n-embd", "vocab-size", "dropout", "seq",
-                          "micro-batch", "number-checkpoints", "budget"})
+    for (const char* o :
+         {"n-layer", "n-head", "n-embd", "vocab-size", "dropout", "n-kv-head", "intermediate-size",
+          "tie-word-embeddings", "seq", "micro-batch", "number-checkpoints", "budget"})
       DS_CHECK(!parser.has(o), UsageError, "--", o, " needs --model");
     return std::nullopt;
   }
-  config::ModelConfig m;
   m.preset = *parser.get("model");
-  config::apply_model_preset(m);  // throws ConfigError for an unknown preset
-  models::GptConfig c;
-  c.n_layer = parser.get_int("n-layer", m.n_layer);
-  c.n_head = parser.get_int("n-head", m.n_head);
-  c.n_embd = parser.get_int("n-embd", m.n_embd);
-  c.block_size = m.block_size;
-  c.vocab_size = parser.get_int("vocab-size", m.vocab_size);
-  c.dropout = parser.get_double("dropout", 0.0);
-  DS_CHECK(
-      c.n_layer > 0 && c.n_head > 0 && c.n_embd > 0 && c.vocab_size > 0 && c.n_embd % c.n_head == 0,
-      UsageError,
-      "--n-layer, --n-head, --n-embd, --vocab-size must be positive and n_embd a "
-      "multiple of n_head");
-  DS_CHECK(c.dropout >= 0 && c.dropout < 1, UsageError, "--dropout must be in [0, 1)");
-  c.block_size = std::max(c.block_size, parser.get_int("seq", c.block_size));
-  return c;
+  m.n_layer = size_option(parser, "n-layer");
+  m.n_head = size_option(parser, "n-head");
+  m.n_embd = size_option(parser, "n-embd");
+  m.n_kv_head = size_option(parser, "n-kv-head");
+  m.intermediate_size = size_option(parser, "intermediate-size");
+  m.vocab_size = parser.has("vocab-size") ? size_option(parser, "vocab-size") : m.vocab_size;
+  m.dropout = parser.get_double("dropout", m.dropout);
+  DS_CHECK(m.dropout >= 0 && m.dropout < 1, UsageError, "--dropout must be in [0, 1)");
+  if (parser.has("tie-word-embeddings")) m.tie_word_embeddings = true;
+  config::check_model_section(m, "estimate");  // the preset applied; ConfigError naming the key
+  // A --seq longer than the block size estimates the model that long (its position table too).
+  m.block_size = std::max(m.block_size, parser.get_int("seq", m.block_size));
+  return m;
 }
 
 // --tensor and --pipeline: prints the layout and each stage's parameters per rank; returns the
-// heaviest stage's count and sets in.world_size to the data-parallel size. `shapes` and `tied`:
-// the model's parameters (empty without --model).
+// heaviest stage's count and sets in.world_size to the data-parallel size. `shapes`, `tied` and
+// `plan`: the model's parameters and their split.
 int64_t model_parallel_params(const ArgParser& parser,
                               const std::vector<models::NamedShape>& shapes,
                               const std::string& tied, const sharding::TensorPlan& plan,
@@ -166,8 +147,6 @@ int64_t model_parallel_params(const ArgParser& parser,
   DS_CHECK(tensor >= 1 && stages >= 1, UsageError, "--tensor and --pipeline must be at least 1");
   DS_CHECK(in.world_size % (tensor * stages) == 0, UsageError, "--ranks ", in.world_size,
            " is not divisible by --tensor ", tensor, " x --pipeline ", stages);
-  DS_CHECK(!shapes.empty(), UsageError,
-           "--tensor and --pipeline need --model (the split depends on each parameter's shape)");
   DS_CHECK(heads % tensor == 0 && kv_heads % tensor == 0, UsageError, "--tensor ", tensor,
            " must divide the heads (", heads, ") and key/value heads (", kv_heads, ")");
   const auto method = parallel::parse_partition_method(parser.get("partition").value_or("uniform"));
@@ -188,9 +167,11 @@ int64_t model_parallel_params(const ArgParser& parser,
   return counts.stage_params[size_t(heaviest)];
 }
 
-// The activation table (and the largest micro-batch within --budget).
-void print_activations(const ArgParser& parser, const models::GptConfig& c,
-                       const zero::EstimateInput& in, int64_t stage) {
+// The activation table (and the largest micro-batch within --budget) of `c`, whose architecture
+// models its activations.
+void print_activations(const ArgParser& parser, const config::ModelConfig& c,
+                       const models::ArchEntry& arch, const zero::EstimateInput& in,
+                       int64_t stage) {
   const int64_t seq = parser.get_int("seq", c.block_size);
   const int64_t micro = parser.get_int("micro-batch", 1);
   DS_CHECK(seq > 0 && micro > 0, UsageError, "--seq and --micro-batch must be positive");
@@ -200,11 +181,11 @@ void print_activations(const ArgParser& parser, const models::GptConfig& c,
     DS_CHECK(*regions >= 1, UsageError, "--number-checkpoints must be at least 1");
   }
   const int64_t s = dtype_bytes(in.dtype);
-  const auto e = models::estimate_gpt_activations(c, micro, seq, s, regions);
+  const auto e = arch.estimate_activations(c, micro, seq, s, regions);
   std::printf(
-      "\nactivations per rank kept for backward at the peak (GPT %lld layers, %lld heads, %lld "
+      "\nactivations per rank kept for backward at the peak (%s %lld layers, %lld heads, %lld "
       "wide, vocabulary %lld, dropout %g; micro-batch %lld of %lld tokens, %s):\n",
-      static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
+      arch.name, static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
       static_cast<long long>(c.n_embd), static_cast<long long>(c.vocab_size), c.dropout,
       static_cast<long long>(micro), static_cast<long long>(seq), config::to_string(in.dtype));
   std::printf("  without checkpointing %12s\n", human(e.plain).c_str());
@@ -218,7 +199,7 @@ void print_activations(const ArgParser& parser, const models::GptConfig& c,
   at_stage.stage = int(stage);
   const int64_t states = zero::estimate_model_states(at_stage).on_device();
   // Every activation term grows linearly with the micro-batch.
-  const auto one = models::estimate_gpt_activations(c, 1, seq, s, regions);
+  const auto one = arch.estimate_activations(c, 1, seq, s, regions);
   auto largest = [&](int64_t per_sequence) -> int64_t {
     return budget <= double(states) ? 0 : int64_t((budget - double(states)) / double(per_sequence));
   };
@@ -264,15 +245,14 @@ int run_estimate_command(const Args& args) {
   parser.parse(args);
   if (parser.print_help_if_asked(kUsage)) return 0;
   parser.reject_positional();
-  const std::string arch = parser.get("arch").value_or("gpt");
-  DS_CHECK(arch == "gpt" || arch == "llama", UsageError, "--arch: expected gpt or llama, got '",
-           arch, "'");
-  const auto model = arch == "gpt" ? model_of(parser) : std::nullopt;
-  const auto llama =
-      arch == "llama" ? std::optional<config::ModelConfig>(llama_model_of(parser)) : std::nullopt;
-  const int64_t model_params = llama   ? train::parameter_count(*llama)
-                               : model ? models::gpt_parameter_count(*model)
-                                       : -1;
+  const auto model = model_of(parser);
+  const models::ArchEntry* arch = model ? &models::find_arch(model->arch) : nullptr;
+  if (model && arch->estimate_activations == nullptr) {
+    for (const char* o : {"seq", "micro-batch", "number-checkpoints", "budget"})
+      DS_CHECK(!parser.has(o), UsageError, "--", o, ": the activations of model.arch \"",
+               arch->name, "\" are not modelled");
+  }
+  const int64_t model_params = model ? arch->parameter_count(*model) : -1;
   zero::EstimateInput in;
   in.num_params = parser.get_int("params", model_params);
   DS_CHECK(parser.has("params") || model_params > 0, UsageError,
@@ -287,18 +267,11 @@ int run_estimate_command(const Args& args) {
     for (const char* o : {"seq", "micro-batch", "number-checkpoints", "budget"})
       DS_CHECK(!parser.has(o), UsageError, "--", o,
                ": the activation estimate does not model tensor/pipeline parallelism");
-    if (llama) {
-      const auto c = models::llama_config(*llama);
-      in.num_params =
-          model_parallel_params(parser, models::llama_parameter_shapes(c),
-                                c.tie_word_embeddings ? "model.embed_tokens.weight" : "",
-                                models::llama_tensor_plan(), c.n_head, c.n_kv_head, in);
-    } else {
-      in.num_params = model_parallel_params(
-          parser, model ? models::gpt_parameter_shapes(*model) : std::vector<models::NamedShape>{},
-          "wte.weight", models::gpt_tensor_plan(), model ? model->n_head : 1,
-          model ? model->n_head : 1, in);
-    }
+    DS_CHECK(model, UsageError,
+             "--tensor and --pipeline need --model (the split depends on each parameter's shape)");
+    in.num_params = model_parallel_params(
+        parser, arch->parameter_shapes(*model), arch->tied_parameter(*model), arch->tensor_plan(),
+        model->n_head, model->n_kv_head > 0 ? model->n_kv_head : model->n_head, in);
   } else {
     DS_CHECK(!parser.has("partition"), UsageError, "--partition needs --pipeline");
   }
@@ -387,7 +360,8 @@ int run_estimate_command(const Args& args) {
         human(in.world_size * (host + ours.swap_buffers)).c_str(),
         human(in.world_size * nvme).c_str());
   }
-  if (model && !model_parallel) print_activations(parser, *model, in, marked < 0 ? 0 : marked);
+  if (model && !model_parallel && arch->estimate_activations != nullptr)
+    print_activations(parser, *model, *arch, in, marked < 0 ? 0 : marked);
   return 0;
 }
 

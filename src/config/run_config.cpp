@@ -184,6 +184,13 @@ void apply_model_preset(ModelConfig& model) {
   if (model.intermediate_size == 0) model.intermediate_size = preset->intermediate_size;
 }
 
+void check_model_section(ModelConfig& model, const std::string& origin) {
+  apply_model_preset(model);  // ConfigError for an unknown preset
+  detail::Diagnostics diag(origin, nullptr);
+  check_model(model, diag);
+  diag.throw_if_errors();
+}
+
 RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
                            std::vector<std::string>* warnings, const std::string& origin) {
   detail::Diagnostics diag(origin, warnings);

@@ -7,7 +7,7 @@
 
 namespace deepshard::parallel {
 
-double global_grad_norm(TensorParallelModel& model) {
+double global_grad_norm(models::TensorParallelModel& model) {
   comm::Group& tensor = model.tensor_group();
   double squares = 0.0;
   for (const auto& item : model.causal_lm().named_parameters()) {
@@ -30,7 +30,7 @@ void scale_to_norm(const std::vector<at::Tensor>& params, double norm, double ma
   }
 }
 
-double clip_grad_norm(TensorParallelModel& model, double max_norm) {
+double clip_grad_norm(models::TensorParallelModel& model, double max_norm) {
   const double norm = global_grad_norm(model);
   scale_to_norm(model.causal_lm().parameters(), norm, max_norm);
   return norm;

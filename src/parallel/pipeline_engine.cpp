@@ -27,7 +27,8 @@ void timed(double& seconds, Fn&& fn) {
 }  // namespace
 
 PipelineEngine::PipelineEngine(std::shared_ptr<models::CausalLmImpl> model, PartitionMethod method,
-                               PipeLinks& links, comm::Group& pipeline, TensorParallelModel* tensor)
+                               PipeLinks& links, comm::Group& pipeline,
+                               models::TensorParallelModel* tensor)
     : partition_(partition_model(*model, method, links.stages())),
       stage_(std::move(model), partition_, links.stage(), tensor),
       links_(links),

@@ -72,7 +72,7 @@ StagePartition partition_model(models::CausalLmImpl& model, PartitionMethod meth
 
 PipelineStage::PipelineStage(std::shared_ptr<models::CausalLmImpl> model,
                              const StagePartition& partition, int stage,
-                             TensorParallelModel* tensor)
+                             models::TensorParallelModel* tensor)
     : model_(std::move(model)), tensor_(tensor), partition_(partition), stage_(stage) {
   const ParameterPlaces places(*model_);
   DS_ASSERT(places.layers == partition.block_begin.back(), "partition of ",

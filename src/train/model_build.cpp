@@ -25,7 +25,7 @@ void build_model(TrainingRun& run) {
   // Tensor parallelism: each block split over the tensor group as soon as it exists (before
   // zero.Init partitions this rank's slices), so no rank holds the whole model's blocks at once.
   if (run.axes && run.axes->grid.tensor_size() > 1 && !whole_first) {
-    run.tensor_build = std::make_unique<parallel::TensorSliceBuild>(
+    run.tensor_build = std::make_unique<models::TensorSliceBuild>(
         models::find_arch(run.config.model.arch).tensor_plan(), run.axes->tensor->rank(),
         run.axes->tensor->size(), std::move(on_block));
     on_block = run.tensor_build->unit_hook();

@@ -55,7 +55,7 @@ void declare_pipeline(TrainingRun& run) {
   const bool first_stage = run.axes->coord.pipeline == 0;
   // The head's tied embedding weight ("" when untied) is counted on the first stage only.
   const std::string tied = pipe->stage().tied_name();
-  if (const parallel::TensorParallelModel* tp = run.tensor_parallel.get()) {
+  if (const models::TensorParallelModel* tp = run.tensor_parallel.get()) {
     const bool tensor_rank0 = run.axes->coord.tensor == 0;
     run.engine->set_model_parallel({run.model_group.get(), nullptr,
                                     [tp, first_stage, tensor_rank0, tied](const std::string& name) {

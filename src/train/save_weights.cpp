@@ -18,7 +18,7 @@ using WholeParameters = std::map<std::string, at::Tensor>;
 // The whole parameters this rank's stage holds (its tensor slices gathered over the tensor group
 // first), by name. Another stage's parameters, released on this rank, have no elements.
 WholeParameters stage_parameters(const models::CausalLmImpl& model,
-                                 parallel::TensorParallelModel* tensor_parallel) {
+                                 models::TensorParallelModel* tensor_parallel) {
   WholeParameters out;
   if (tensor_parallel) {
     for (auto& [name, value] : tensor_parallel->gather_full_parameters())
@@ -80,7 +80,7 @@ void check_weights_savable(const config::DsConfig& config) {
 }
 
 WholeParameters gather_whole_parameters(zero::Engine& engine, const models::CausalLmImpl& model,
-                                        parallel::TensorParallelModel* tensor_parallel,
+                                        models::TensorParallelModel* tensor_parallel,
                                         const PipelineWeights& pipeline) {
   WholeParameters whole;
   engine.with_full_parameters([&] {
@@ -98,7 +98,7 @@ WholeParameters gather_whole_parameters(zero::Engine& engine, const models::Caus
 
 void save_model_weights(zero::Engine& engine, const models::CausalLmImpl& model,
                         const std::string& arch, const std::string& path, bool writer,
-                        parallel::TensorParallelModel* tensor_parallel,
+                        models::TensorParallelModel* tensor_parallel,
                         const PipelineWeights& pipeline) {
   check_weights_savable(engine.config());
   const at::ScalarType dtype = model.parameters().front().scalar_type();

@@ -13,7 +13,7 @@
 
 #include "deepshard/comm/group.h"
 #include "deepshard/models/causal_lm.h"
-#include "deepshard/parallel/tensor_parallel_model.h"
+#include "deepshard/models/tensor_parallel_model.h"
 #include "deepshard/zero/engine.h"
 
 namespace deepshard::train {
@@ -35,14 +35,14 @@ struct PipelineWeights {
 // is the whole model (the others' is their stage's, or nothing). Copies, valid after the call.
 std::map<std::string, at::Tensor> gather_whole_parameters(
     zero::Engine& engine, const models::CausalLmImpl& model,
-    parallel::TensorParallelModel* tensor_parallel, const PipelineWeights& pipeline);
+    models::TensorParallelModel* tensor_parallel, const PipelineWeights& pipeline);
 
 // To be called on every rank of the job (a collective at stage 3 and with tensor or pipeline
 // parallelism); the job's rank 0 (`writer`) writes `path`. `tensor_parallel`: the model's slices
 // are gathered over the tensor group into the whole parameters first (null: the model is whole).
 void save_model_weights(zero::Engine& engine, const models::CausalLmImpl& model,
                         const std::string& arch, const std::string& path, bool writer,
-                        parallel::TensorParallelModel* tensor_parallel = nullptr,
+                        models::TensorParallelModel* tensor_parallel = nullptr,
                         const PipelineWeights& pipeline = {});
 
 }  // namespace deepshard::train

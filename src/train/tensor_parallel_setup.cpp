@@ -2,15 +2,12 @@
 // pipeline.stages > 1, the rank grid's groups (one per axis, sub-groups of the job's group) and
 // the data-parallel group the engine, zero.Init, the samplers and the batch arithmetic use, before
 // the model is built; with tensor_parallel.size > 1, after it, the model split in place over this
-// rank's tensor group
-// (parallel::TensorParallelGpt or TensorParallelLlama; the pipeline's stage is
-// pipeline_setup.cpp's). Without either nothing changes: the data group is the job's group and the
-// loss the model's.
+// rank's tensor group (its architecture's tensor-parallel model, models/registry.h; the pipeline's
+// stage is pipeline_setup.cpp's). Without either nothing changes: the data group is the job's group
+// and the loss the model's.
 #include "deepshard/comm/transport_options.h"
-#include "deepshard/models/gpt.h"
-#include "deepshard/models/llama.h"
-#include "deepshard/parallel/tensor_parallel_gpt.h"
-#include "deepshard/parallel/tensor_parallel_llama.h"
+#include "deepshard/models/registry.h"
+#include "deepshard/models/tensor_parallel_model.h"
 #include "deepshard/util/error.h"
 #include "train/training_run.h"
 
@@ -34,18 +31,12 @@ void build_tensor_parallel(TrainingRun& run) {
   // Every tensor rank built the model with train.seed (the single-rank initialisation), its
   // blocks split as they were built (run.tensor_build); each keeps its slices of the rest.
   comm::Group& tensor = *run.axes->tensor;
-  const parallel::TensorSliceBuild* built = run.tensor_build.get();
-  if (auto gpt = std::dynamic_pointer_cast<models::GptImpl>(run.model)) {
-    run.tensor_parallel =
-        std::make_unique<parallel::TensorParallelGpt>(models::Gpt(gpt), tensor, built);
-  } else if (auto llama = std::dynamic_pointer_cast<models::LlamaImpl>(run.model)) {
-    run.tensor_parallel =
-        std::make_unique<parallel::TensorParallelLlama>(models::Llama(llama), tensor, built);
-  } else {
-    throw ConfigError("tensor_parallel.size " + std::to_string(run.axes->grid.tensor_size()) +
-                      ": model.arch \"" + run.config.model.arch +
-                      "\" is not split over tensor ranks");
-  }
+  const models::TensorSliceBuild* built = run.tensor_build.get();
+  const models::ArchEntry& arch = models::find_arch(run.config.model.arch);
+  DS_CHECK(arch.make_tensor_parallel != nullptr, ConfigError, "tensor_parallel.size ",
+           run.axes->grid.tensor_size(), ": model.arch \"", arch.name,
+           "\" is not split over tensor ranks");
+  run.tensor_parallel = arch.make_tensor_parallel(run.model, tensor, built);
 }
 
 at::Tensor TrainingRun::loss(const at::Tensor& inputs, const at::Tensor& targets) {
@@ -54,7 +45,7 @@ at::Tensor TrainingRun::loss(const at::Tensor& inputs, const at::Tensor& targets
 
 void declare_model_parallel(TrainingRun& run) {
   if (!run.tensor_parallel) return;
-  parallel::TensorParallelModel* tp = run.tensor_parallel.get();
+  models::TensorParallelModel* tp = run.tensor_parallel.get();
   run.engine->set_model_parallel(
       {run.axes->tensor.get(), [tp](const std::string& name) { return !tp->is_split(name); }, {}});
 }

@@ -18,10 +18,10 @@
 #include "deepshard/data/sampler.h"
 #include "deepshard/data/token_file.h"
 #include "deepshard/models/causal_lm.h"
+#include "deepshard/models/tensor_parallel_model.h"
+#include "deepshard/models/tensor_slice_build.h"
 #include "deepshard/parallel/pipeline_engine.h"
 #include "deepshard/parallel/process_groups.h"
-#include "deepshard/parallel/tensor_parallel_model.h"
-#include "deepshard/parallel/tensor_slice_build.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/estimator.h"
@@ -60,8 +60,8 @@ struct TrainingRun {
   // the model's tensor-parallel wrapper.
   std::unique_ptr<parallel::ParallelGroups> axes;
   comm::GroupOptions axis_options;  // of the axes' groups (and the pipeline's links)
-  std::unique_ptr<parallel::TensorSliceBuild> tensor_build;
-  std::unique_ptr<parallel::TensorParallelModel> tensor_parallel;
+  std::unique_ptr<models::TensorSliceBuild> tensor_build;
+  std::unique_ptr<models::TensorParallelModel> tensor_parallel;
   comm::Group* data_group;
   // build_pipeline (pipeline_setup.cpp): with pipeline.stages > 1 this rank's links to the
   // neighbouring stages and the 1F1B engine over its stage of the model; else null.

@@ -4,11 +4,11 @@
 // process.
 #include "deepshard/models/gpt_memory.h"
 #include "deepshard/models/parameter_shapes.h"
+#include "deepshard/models/tensor_parallel_gpt.h"
+#include "deepshard/models/tensor_parallel_llama.h"
 #include "deepshard/parallel/grad_norm.h"
 #include "deepshard/parallel/model_parallel_counts.h"
 #include "deepshard/parallel/process_groups.h"
-#include "deepshard/parallel/tensor_parallel_gpt.h"
-#include "deepshard/parallel/tensor_parallel_llama.h"
 #include "workers/gpt_reference.h"
 
 namespace deepshard::testing {
@@ -65,7 +65,7 @@ void train_against_reference(comm::Group& group, const Config& config, int tenso
 
 // args: TENSOR STEPS MAX_NORM. The tiny GPT (4 layers).
 DS_WORKER_SCENARIO(tp_gpt_train) {
-  train_against_reference<parallel::TensorParallelGpt, GptReference>(
+  train_against_reference<models::TensorParallelGpt, GptReference>(
       group, tiny_gpt(), std::stoi(args.at(0)), std::stoi(args.at(1)), std::stod(args.at(2)));
 }
 
@@ -73,7 +73,7 @@ DS_WORKER_SCENARIO(tp_gpt_train) {
 // key/value heads), its head untied or tied to the embeddings.
 DS_WORKER_SCENARIO(tp_llama_train) {
   const bool tied = args.at(3) == "tied";
-  train_against_reference<parallel::TensorParallelLlama, LlamaReference>(
+  train_against_reference<models::TensorParallelLlama, LlamaReference>(
       group, tiny_llama(2, tied), std::stoi(args.at(0)), std::stoi(args.at(1)),
       std::stod(args.at(2)));
 }
@@ -93,7 +93,7 @@ DS_WORKER_SCENARIO(tp_llama_refuses) {
   if (key == "intermediate_size") c.intermediate_size = value;
   if (key == "vocab_size") c.vocab_size = value;
   try {
-    parallel::TensorParallelLlama tp(models::Llama(c, 1), *groups.tensor);
+    models::TensorParallelLlama tp(models::Llama(c, 1), *groups.tensor);
   } catch (const std::exception& e) {
     std::printf("refused: %s\n", e.what());
     return;
@@ -122,14 +122,14 @@ DS_WORKER_SCENARIO(tp_counts) {
                                            parallel::PartitionMethod::kUniform)
         .stage_params.at(0);
   };
-  parallel::TensorParallelGpt gpt(models::Gpt(tiny_gpt(2), 1), *groups.tensor);
+  models::TensorParallelGpt gpt(models::Gpt(tiny_gpt(2), 1), *groups.tensor);
   const int64_t gpt_estimate =
       estimated(models::gpt_parameter_shapes(tiny_gpt(2)), "wte.weight", models::gpt_tensor_plan());
   DS_WORKER_EXPECT(held(gpt.causal_lm()) == gpt_estimate,
                    "GPT: " << held(gpt.causal_lm()) << " held, " << gpt_estimate << " estimated");
   for (bool tied : {false, true}) {
     const models::LlamaConfig c = tiny_llama(2, tied);
-    parallel::TensorParallelLlama llama(models::Llama(c, 1), *groups.tensor);
+    models::TensorParallelLlama llama(models::Llama(c, 1), *groups.tensor);
     const int64_t estimate =
         estimated(models::llama_parameter_shapes(c), tied ? "model.embed_tokens.weight" : "",
                   models::llama_tensor_plan());

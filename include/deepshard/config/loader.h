@@ -37,8 +37,8 @@ DsConfig parse_ds_config(const nlohmann::json& json, const ResolveContext& conte
                          std::vector<std::string>* warnings, bool run_file = false);
 
 // A plain DeepSpeed config file (what deepspeed.initialize(config=PATH) reads) for
-// `dp_world_size` ranks: read_json_file + parse_ds_config; its warnings are logged (rank 0 only when
-// log::set_rank was called). Throws ConfigError naming the file and keys.
+// `dp_world_size` ranks: read_json_file + parse_ds_config; its warnings are logged (rank 0 only
+// when log::set_rank was called). Throws ConfigError naming the file and keys.
 DsConfig load_ds_config(const std::string& path, int64_t dp_world_size);
 
 // The resolved DeepSpeed config as JSON: every key with its value (defaults filled, "auto"
@@ -63,5 +63,9 @@ std::vector<std::string> ignored_keys();
 // Model size presets: "tiny" (~1M parameters), "small" (~10-20M), "gpt2" (124M). Fills the zero
 // fields of `model` from the preset; throws ConfigError for an unknown preset.
 void apply_model_preset(ModelConfig& model);
+// Applies the preset and checks `model` as a run file's model section is checked after its keys
+// are read (the sizes its architecture needs, the keys another architecture's model has); throws
+// ConfigError naming `origin` and every key at fault.
+void check_model_section(ModelConfig& model, const std::string& origin);
 
 }  // namespace deepshard::config

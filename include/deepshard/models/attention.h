@@ -1,5 +1,5 @@
-// Causal multi-head attention, shared by models::CausalSelfAttention and the tensor-parallel
-// attention of deepshard/parallel/ (n_head / T heads per tensor rank).
+// Causal multi-head attention, shared by models::CausalSelfAttention and the attention of the
+// tensor-parallel GPT (n_head / T heads per tensor rank).
 #pragma once
 
 #include <ATen/core/Tensor.h>

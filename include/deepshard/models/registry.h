@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,21 @@
 namespace deepshard::config {
 struct ModelConfig;
 }
+namespace deepshard::comm {
+class Group;
+}
 
 namespace deepshard::models {
+
+class TensorParallelModel;
+class TensorSliceBuild;
+
+// Activation memory one rank keeps for backward at the peak of a training pass (bytes).
+struct ActivationEstimate {
+  int64_t plain = 0;         // no activation checkpointing
+  int64_t checkpointed = 0;  // the first `regions` layers checkpointed
+  int64_t regions = 0;
+};
 
 // Every function takes the run's model section with its preset applied (config::ModelConfig).
 struct ArchEntry {
@@ -39,6 +53,12 @@ struct ArchEntry {
   std::string (*tied_parameter)(const config::ModelConfig& model);
   // Matmul FLOPs per token of a sequence of `seq_len` tokens (0: block_size).
   FlopsPerToken (*flops_per_token)(const config::ModelConfig& model, int64_t seq_len);
+  // The activations of a micro-batch of `batch` sequences of `seq` tokens whose elements take
+  // `dtype_bytes`, without checkpointing and with the first `checkpointed` layers (absent: all)
+  // recomputed (`deepshard estimate`, docs/activation.md); null: not modelled.
+  ActivationEstimate (*estimate_activations)(const config::ModelConfig& model, int64_t batch,
+                                             int64_t seq, int64_t dtype_bytes,
+                                             std::optional<int64_t> checkpointed);
   // The architecture's own fields of the model section as a checkpoint's client state saves them
   // (added to `saved`), and read back into `model` from such a record.
   void (*save_fields)(const config::ModelConfig& model, nlohmann::json& saved);
@@ -47,6 +67,12 @@ struct ArchEntry {
   checkpoint::HfLayout (*hf_layout)();
   // How its parameters split over tensor-parallel ranks (the plan its sharding_plan() declares).
   sharding::TensorPlan (*tensor_plan)();
+  // Its tensor-parallel model (tensor_parallel_model.h) over `model` (built whole by make_model,
+  // the same on every rank of `tensor`), which keeps this rank's slices of it; `built` (may be
+  // null): the hook that split its layers as they were built. Null: not split over tensor ranks.
+  std::unique_ptr<TensorParallelModel> (*make_tensor_parallel)(std::shared_ptr<CausalLmImpl> model,
+                                                               comm::Group& tensor,
+                                                               const TensorSliceBuild* built);
 };
 
 // The entry of model.arch `name`. Throws ConfigError naming it and listing the known ones.

@@ -9,18 +9,18 @@
 
 #include <vector>
 
-#include "deepshard/parallel/tensor_parallel_model.h"
+#include "deepshard/models/tensor_parallel_model.h"
 
 namespace deepshard::parallel {
 
 // L2 norm of all gradients of the whole (unsplit) model; collective over the tensor group.
-double global_grad_norm(TensorParallelModel& model);
+double global_grad_norm(models::TensorParallelModel& model);
 
 // Scales the gradients of `params` by max_norm / (norm + 1e-6) when that is below 1.
 void scale_to_norm(const std::vector<at::Tensor>& params, double norm, double max_norm);
 
 // Scales every gradient by max_norm / (norm + 1e-6) when that is below 1 (torch's
 // clip_grad_norm_); returns the norm before clipping. Collective over the tensor group.
-double clip_grad_norm(TensorParallelModel& model, double max_norm);
+double clip_grad_norm(models::TensorParallelModel& model, double max_norm);
 
 }  // namespace deepshard::parallel

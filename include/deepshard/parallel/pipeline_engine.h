@@ -37,7 +37,8 @@ class PipelineEngine {
   // pipeline-axis group (loss and norm). `tensor`: the model is this rank's part of a
   // tensor-parallel model (TensorParallelGpt, TensorParallelLlama).
   PipelineEngine(std::shared_ptr<models::CausalLmImpl> model, PartitionMethod method,
-                 PipeLinks& links, comm::Group& pipeline, TensorParallelModel* tensor = nullptr);
+                 PipeLinks& links, comm::Group& pipeline,
+                 models::TensorParallelModel* tensor = nullptr);
 
   // How one micro-batch's backward runs: `output` is the stage's output and `grad` its gradient
   // received from the next stage; on the last stage `output` is the micro-batch's mean loss and

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "deepshard/models/causal_lm.h"
+#include "deepshard/models/tensor_parallel_model.h"
 #include "deepshard/parallel/pipeline_partition.h"
-#include "deepshard/parallel/tensor_parallel_model.h"
 
 namespace deepshard::parallel {
 
@@ -40,7 +40,7 @@ class PipelineStage {
  public:
   // `model`: whole (or split by `tensor`), the same on every rank of the pipeline.
   PipelineStage(std::shared_ptr<models::CausalLmImpl> model, const StagePartition& partition,
-                int stage, TensorParallelModel* tensor = nullptr);
+                int stage, models::TensorParallelModel* tensor = nullptr);
 
   int stage() const { return stage_; }
   bool is_first() const { return stage_ == 0; }
@@ -72,7 +72,7 @@ class PipelineStage {
 
  private:
   std::shared_ptr<models::CausalLmImpl> model_;
-  TensorParallelModel* tensor_;
+  models::TensorParallelModel* tensor_;
   StagePartition partition_;
   int stage_;
   std::string tied_;

@@ -7,6 +7,8 @@
 #include "deepshard/models/gpt.h"
 #include "deepshard/models/gpt_memory.h"
 #include "deepshard/models/registry.h"
+#include "deepshard/models/tensor_parallel_gpt.h"
+#include "deepshard/util/error.h"
 
 namespace deepshard::models {
 
@@ -44,6 +46,21 @@ FlopsPerToken flops(const config::ModelConfig& m, int64_t seq_len) {
   return gpt_flops_per_token(gpt_config(m), seq_len);
 }
 
+ActivationEstimate activations(const config::ModelConfig& m, int64_t batch, int64_t seq,
+                               int64_t dtype_bytes, std::optional<int64_t> checkpointed) {
+  const GptActivationEstimate e =
+      estimate_gpt_activations(gpt_config(m), batch, seq, dtype_bytes, checkpointed);
+  return {.plain = e.plain, .checkpointed = e.checkpointed, .regions = e.regions};
+}
+
+std::unique_ptr<TensorParallelModel> tensor_parallel(std::shared_ptr<CausalLmImpl> model,
+                                                     comm::Group& tensor,
+                                                     const TensorSliceBuild* built) {
+  auto gpt = std::dynamic_pointer_cast<GptImpl>(model);
+  DS_ASSERT(gpt != nullptr, "the gpt entry's tensor-parallel model over a ", model->arch());
+  return std::make_unique<TensorParallelGpt>(Gpt(gpt), tensor, built);
+}
+
 void save_fields(const config::ModelConfig& m, nlohmann::json& saved) {
   saved["bias"] = gpt_config(m).bias;
 }
@@ -61,10 +78,12 @@ const ArchEntry& gpt_entry() {
                                .parameter_shapes = shapes,
                                .tied_parameter = tied,
                                .flops_per_token = flops,
+                               .estimate_activations = activations,
                                .save_fields = save_fields,
                                .load_fields = load_fields,
                                .hf_layout = gpt_hf_layout,
-                               .tensor_plan = gpt_tensor_plan};
+                               .tensor_plan = gpt_tensor_plan,
+                               .make_tensor_parallel = tensor_parallel};
   return entry;
 }
 

@@ -6,6 +6,8 @@
 #include "deepshard/config/run_config.h"
 #include "deepshard/models/llama.h"
 #include "deepshard/models/registry.h"
+#include "deepshard/models/tensor_parallel_llama.h"
+#include "deepshard/util/error.h"
 
 namespace deepshard::models {
 
@@ -48,6 +50,14 @@ FlopsPerToken flops(const config::ModelConfig& m, int64_t seq_len) {
   return llama_flops_per_token(llama_config(m), seq_len);
 }
 
+std::unique_ptr<TensorParallelModel> tensor_parallel(std::shared_ptr<CausalLmImpl> model,
+                                                     comm::Group& tensor,
+                                                     const TensorSliceBuild* built) {
+  auto llama = std::dynamic_pointer_cast<LlamaImpl>(model);
+  DS_ASSERT(llama != nullptr, "the llama entry's tensor-parallel model over a ", model->arch());
+  return std::make_unique<TensorParallelLlama>(Llama(llama), tensor, built);
+}
+
 void save_fields(const config::ModelConfig& m, nlohmann::json& saved) {
   const LlamaConfig c = llama_config(m);
   saved["n_kv_head"] = c.n_kv_head;
@@ -74,10 +84,12 @@ const ArchEntry& llama_entry() {
                                .parameter_shapes = shapes,
                                .tied_parameter = tied,
                                .flops_per_token = flops,
+                               .estimate_activations = nullptr,
                                .save_fields = save_fields,
                                .load_fields = load_fields,
                                .hf_layout = llama_hf_layout,
-                               .tensor_plan = llama_tensor_plan};
+                               .tensor_plan = llama_tensor_plan,
+                               .make_tensor_parallel = tensor_parallel};
   return entry;
 }
 

@@ -20,9 +20,9 @@
 
 #include "deepshard/comm/group.h"
 #include "deepshard/models/llama.h"
-#include "deepshard/parallel/tensor_parallel_model.h"
+#include "deepshard/models/tensor_parallel_model.h"
 
-namespace deepshard::parallel {
+namespace deepshard::models {
 
 class TensorParallelLlama : public TensorParallelModel {
  public:
@@ -47,4 +47,4 @@ class TensorParallelLlama : public TensorParallelModel {
   models::Llama model_;
 };
 
-}  // namespace deepshard::parallel
+}  // namespace deepshard::models

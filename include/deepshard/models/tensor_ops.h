@@ -14,7 +14,7 @@
 
 #include "deepshard/comm/group.h"
 
-namespace deepshard::parallel {
+namespace deepshard::models {
 
 at::Tensor copy_to_tensor_region(const at::Tensor& x, comm::Group& tensor);
 at::Tensor reduce_from_tensor_region(const at::Tensor& x, comm::Group& tensor);
@@ -32,4 +32,4 @@ at::Tensor vocab_parallel_embedding(const at::Tensor& idx, const at::Tensor& wei
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& targets,
                                         int64_t vocab_start, comm::Group& tensor);
 
-}  // namespace deepshard::parallel
+}  // namespace deepshard::models

@@ -1,9 +1,9 @@
-// parallel::TensorSliceBuild: a GPT and a Llama built with the hook hold, in every block, exactly
+// models::TensorSliceBuild: a GPT and a Llama built with the hook hold, in every block, exactly
 // tensor rank t's slices of the model built whole with the same seed (so the tensor-parallel
 // wrapper's split of the root completes the single-rank initialisation's split), the replicated
 // parameters whole; no block is held whole after its hook ran; the next hook sees the split block;
 // and a split that does not divide is an error naming the parameter.
-#include "deepshard/parallel/tensor_slice_build.h"
+#include "deepshard/models/tensor_slice_build.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -12,10 +12,10 @@
 
 #include "deepshard/models/gpt.h"
 #include "deepshard/models/llama.h"
-#include "deepshard/parallel/tensor_slices.h"
+#include "deepshard/models/tensor_slices.h"
 #include "deepshard/util/error.h"
 
-namespace deepshard::parallel {
+namespace deepshard::models {
 namespace {
 
 std::map<std::string, at::Tensor> parameters(torch::nn::Module& model) {
@@ -104,4 +104,4 @@ TEST(TensorSliceBuild, ASplitThatDoesNotDivideNamesTheParameter) {
 }
 
 }  // namespace
-}  // namespace deepshard::parallel
+}  // namespace deepshard::models

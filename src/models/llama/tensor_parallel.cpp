@@ -1,16 +1,15 @@
 // TensorParallelLlama: the in-place sharding of a whole models::Llama and its tensor-parallel
 // forward (column-parallel q/k/v and gate/up projections behind f, row-parallel o and down
 // projections before g, the vocabulary-parallel embedding, head and cross-entropy).
-#include "deepshard/parallel/tensor_parallel_llama.h"
-
 #include <torch/torch.h>
 
 #include "deepshard/activation/checkpoint.h"
 #include "deepshard/kernels/linear.h"
-#include "deepshard/parallel/tensor_ops.h"
+#include "deepshard/models/tensor_ops.h"
+#include "deepshard/models/tensor_parallel_llama.h"
 #include "deepshard/util/error.h"
 
-namespace deepshard::parallel {
+namespace deepshard::models {
 namespace {
 
 // x W^T as models::Llama computes it (oneDNN's sgemm when config.fused_kernels).
@@ -80,4 +79,4 @@ at::Tensor TensorParallelLlama::head_loss(const at::Tensor& hidden, const at::Te
                                       vocab_start(), tensor_group());
 }
 
-}  // namespace deepshard::parallel
+}  // namespace deepshard::models

@@ -19,9 +19,9 @@
 
 #include "deepshard/comm/group.h"
 #include "deepshard/models/gpt.h"
-#include "deepshard/parallel/tensor_parallel_model.h"
+#include "deepshard/models/tensor_parallel_model.h"
 
-namespace deepshard::parallel {
+namespace deepshard::models {
 
 class TensorParallelGpt : public TensorParallelModel {
  public:
@@ -46,4 +46,4 @@ class TensorParallelGpt : public TensorParallelModel {
   models::Gpt model_;
 };
 
-}  // namespace deepshard::parallel
+}  // namespace deepshard::models

@@ -1,9 +1,9 @@
 // Slicing a whole parameter for a tensor rank and joining the slices back (tensor_slices.h).
-#include "deepshard/parallel/tensor_slices.h"
+#include "deepshard/models/tensor_slices.h"
 
 #include <ATen/ATen.h>
 
-namespace deepshard::parallel {
+namespace deepshard::models {
 
 at::Tensor tensor_slice(const at::Tensor& whole, TensorSplit split, int t, int n) {
   switch (split) {
@@ -45,4 +45,4 @@ at::Tensor join_tensor_slices(const std::vector<at::Tensor>& slices, TensorSplit
   return slices.front();
 }
 
-}  // namespace deepshard::parallel
+}  // namespace deepshard::models

@@ -9,7 +9,7 @@
 
 #include "deepshard/sharding/tensor_plan.h"
 
-namespace deepshard::parallel {
+namespace deepshard::models {
 
 using sharding::TensorSplit;
 
@@ -19,4 +19,4 @@ at::Tensor tensor_slice(const at::Tensor& whole, TensorSplit split, int t, int n
 // The whole parameter from the n slices in tensor-rank order (the first when replicated).
 at::Tensor join_tensor_slices(const std::vector<at::Tensor>& slices, TensorSplit split);
 
-}  // namespace deepshard::parallel
+}  // namespace deepshard::models

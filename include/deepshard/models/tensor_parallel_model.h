@@ -17,7 +17,7 @@
 #include "deepshard/models/causal_lm.h"
 #include "deepshard/sharding/tensor_plan.h"
 
-namespace deepshard::parallel {
+namespace deepshard::models {
 
 class TensorSliceBuild;
 
@@ -79,4 +79,4 @@ class TensorParallelModel {
 // divides `value`.
 void require_divisible(const comm::Group& tensor, const char* key, int64_t value, const char* why);
 
-}  // namespace deepshard::parallel
+}  // namespace deepshard::models

@@ -1,14 +1,14 @@
 // TensorSliceBuild: each block split over the tensor ranks as it is built (tensor_slice_build.h).
-#include "deepshard/parallel/tensor_slice_build.h"
+#include "deepshard/models/tensor_slice_build.h"
 
 #include <torch/torch.h>
 
 #include <algorithm>
 
-#include "deepshard/parallel/tensor_slices.h"
+#include "deepshard/models/tensor_slices.h"
 #include "deepshard/util/error.h"
 
-namespace deepshard::parallel {
+namespace deepshard::models {
 
 TensorSliceBuild::TensorSliceBuild(sharding::TensorPlan plan, int tensor_rank, int tensor_size,
                                    sharding::UnitBuilt next)
@@ -41,4 +41,4 @@ bool TensorSliceBuild::split_at_build(const at::Tensor& parameter) const {
   return split_.count(parameter.unsafeGetTensorImpl()) > 0;
 }
 
-}  // namespace deepshard::parallel
+}  // namespace deepshard::models

@@ -1,11 +1,11 @@
 // The f / g operators and the vocabulary-parallel embedding and cross-entropy (tensor_ops.h).
 // The group travels in the autograd context as its address: the group outlives the graph (it
 // lives for the whole run).
-#include "deepshard/parallel/tensor_ops.h"
+#include "deepshard/models/tensor_ops.h"
 
 #include <torch/torch.h>
 
-namespace deepshard::parallel {
+namespace deepshard::models {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -110,4 +110,4 @@ at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tens
   return VocabParallelCrossEntropy::apply(logits, targets, vocab_start, address_of(tensor));
 }
 
-}  // namespace deepshard::parallel
+}  // namespace deepshard::models

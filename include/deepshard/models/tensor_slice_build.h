@@ -7,7 +7,7 @@
 // partitions the slices over the data-parallel group). No rank ever holds more than one whole
 // block beside the root (embeddings, final norm, head), which TensorParallelModel splits after.
 //
-//   parallel::TensorSliceBuild slices(plan, tensor.rank(), tensor.size());
+//   models::TensorSliceBuild slices(plan, tensor.rank(), tensor.size());
 //   auto model = models::find_arch(arch).make_model(config, seed, slices.unit_hook());
 //   // then the tensor-parallel model over `model` with &slices splits the root only
 #pragma once
@@ -20,7 +20,7 @@
 #include "deepshard/sharding/sharding_plan.h"
 #include "deepshard/sharding/tensor_plan.h"
 
-namespace deepshard::parallel {
+namespace deepshard::models {
 
 class TensorSliceBuild {
  public:
@@ -45,4 +45,4 @@ class TensorSliceBuild {
   int64_t peak_whole_block_bytes_ = 0, blocks_ = 0;
 };
 
-}  // namespace deepshard::parallel
+}  // namespace deepshard::models

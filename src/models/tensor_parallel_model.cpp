@@ -1,15 +1,15 @@
 // The shared part of the tensor-parallel models (tensor_parallel_model.h): the loss from the
 // parts, the in-place split of the whole model into this rank's slices and the gather of the
 // whole parameters.
-#include "deepshard/parallel/tensor_parallel_model.h"
+#include "deepshard/models/tensor_parallel_model.h"
 
 #include <torch/torch.h>
 
-#include "deepshard/parallel/tensor_slice_build.h"
-#include "deepshard/parallel/tensor_slices.h"
+#include "deepshard/models/tensor_slice_build.h"
+#include "deepshard/models/tensor_slices.h"
 #include "deepshard/util/error.h"
 
-namespace deepshard::parallel {
+namespace deepshard::models {
 
 void require_divisible(const comm::Group& tensor, const char* key, int64_t value, const char* why) {
   DS_CHECK(value % tensor.size() == 0, Error, "tensor_parallel.size ", tensor.size(), ": model.",
@@ -80,4 +80,4 @@ std::vector<std::pair<std::string, at::Tensor>> TensorParallelModel::gather_full
   return out;
 }
 
-}  // namespace deepshard::parallel
+}  // namespace deepshard::models

@@ -2,17 +2,16 @@
 // (column-parallel QKV and MLP up projection behind f, row-parallel attention output and MLP down
 // projection before g, the vocabulary-parallel embedding, head and cross-entropy), and its dropout
 // (the one-rank run's masks: models::dropout_slice).
-#include "deepshard/parallel/tensor_parallel_gpt.h"
-
 #include <torch/torch.h>
 
 #include "deepshard/activation/checkpoint.h"
 #include "deepshard/kernels/fused_ops.h"
 #include "deepshard/models/attention.h"
-#include "deepshard/parallel/tensor_ops.h"
+#include "deepshard/models/tensor_ops.h"
+#include "deepshard/models/tensor_parallel_gpt.h"
 #include "deepshard/util/error.h"
 
-namespace deepshard::parallel {
+namespace deepshard::models {
 namespace {
 
 // A LayerNorm module as models::Gpt applies it (the fused kernel when config.fused_kernels).
@@ -92,4 +91,4 @@ at::Tensor TensorParallelGpt::head_loss(const at::Tensor& hidden, const at::Tens
                                       vocab_start(), tensor_group());
 }
 
-}  // namespace deepshard::parallel
+}  // namespace deepshard::models
