@@ -9,6 +9,7 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "deepshard/config/loader.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/strings.h"
 
@@ -61,8 +62,8 @@ bool check_file(const std::string& path, const CheckOptions& options) {
     config::DsConfig ds;
     std::string resolved;
     if (run) {
-      config::RunConfig run_config =
-          config::parse_run_config(json, options.world_size, &warnings, path);
+      config::RunConfig run_config = config::parse_run_config(json, options.world_size, &warnings,
+                                                              path, models::arch_schemas());
       ds = run_config.ds;
       resolved = run_config.resolved_json;
     } else {

@@ -11,8 +11,8 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "deepshard/checkpoint/engine_checkpoint.h"
-#include "deepshard/config/run_config.h"
 #include "deepshard/models/hf_weights.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::cli {
@@ -58,9 +58,10 @@ int run_convert_command(const Args& args) {
   const auto weights = reader.consolidated_weights();
   // Checkpoints written before model.arch existed hold the default architecture's model.
   const auto& client = reader.client_state();
-  const std::string default_arch = config::ModelConfig().arch;
   const std::string arch =
-      client.contains("model") ? client.at("model").value("arch", default_arch) : default_arch;
+      models::find_arch(client.contains("model") ? client.at("model").value("arch", std::string())
+                                                 : std::string())
+          .name;
   models::save_hf_safetensors(arch, weights, out, dtype);
   std::printf("%s: %zu tensors (%s) from %s (saved by %d rank(s), ZeRO stage %d)\n", out.c_str(),
               weights.size(), arch.c_str(), dir.c_str(), reader.world_size(), reader.zero_stage());

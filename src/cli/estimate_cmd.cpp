@@ -111,8 +111,7 @@ int64_t size_option(const ArgParser& parser, const char* option) {
 // section; nullopt without --model.
 std::optional<config::ModelConfig> model_of(const ArgParser& parser) {
   config::ModelConfig m;
-  m.arch = parser.get("arch").value_or(m.arch);
-  models::find_arch(m.arch);  // ConfigError naming the known architectures
+  m.arch = models::find_arch(parser.get("arch").value_or("")).name;  // ConfigError if unknown
   if (!parser.has("model")) {
     for (const char* o :
          {"n-layer", "n-head", "n-embd", "vocab-size", "dropout", "n-kv-head", "intermediate-size",
@@ -130,7 +129,8 @@ std::optional<config::ModelConfig> model_of(const ArgParser& parser) {
   m.dropout = parser.get_double("dropout", m.dropout);
   DS_CHECK(m.dropout >= 0 && m.dropout < 1, UsageError, "--dropout must be in [0, 1)");
   if (parser.has("tie-word-embeddings")) m.tie_word_embeddings = true;
-  config::check_model_section(m, "estimate");  // the preset applied; ConfigError naming the key
+  config::check_model_section(m, models::arch_schemas(),
+                              "estimate");  // the preset applied; ConfigError naming the key
   // A --seq longer than the block size estimates the model that long (its position table too).
   m.block_size = std::max(m.block_size, parser.get_int("seq", m.block_size));
   return m;

@@ -1,9 +1,10 @@
 // `deepshard generate (--weights FILE | --checkpoint DIR) --prompt TEXT [--model PRESET |
 // --config RUN.json] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]`: prints a
 // continuation of the prompt sampled from Hugging Face safetensors weights (model.init_from's
-// format: GPT-2 or Llama names, as the model's arch) or from a deepshard checkpoint (its
+// format: the Hugging Face names of the model's arch) or from a deepshard checkpoint (its
 // consolidated fp32 weights; the model's architecture and sizes come from the run's model section
-// saved with it), with the tokenizer of the model's vocabulary (256: bytes, 50257: GPT-2's BPE).
+// saved with it), with the tokenizer of the model's vocabulary (256: bytes, 50257: the BPE of
+// data::Gpt2Tokenizer).
 // --temperature 0 is greedy (argmax) decoding.
 #include <cstdio>
 #include <map>
@@ -17,6 +18,7 @@
 #include "deepshard/config/loader.h"
 #include "deepshard/data/tokenizer.h"
 #include "deepshard/models/hf_weights.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/train/model_factory.h"
 #include "deepshard/util/error.h"
 
@@ -28,9 +30,10 @@ const char* kUsage =
     "                          [--model PRESET | --config RUN.json] [--max-new-tokens N]\n"
     "                          [--temperature T] [--top-k K] [--seed S] [--bpe-dir DIR]\n"
     "\n"
-    "Builds the model (a GPT preset: tiny, small, gpt2; or the model section of a run config,\n"
-    "GPT or Llama; with --checkpoint, by default the model section saved in the checkpoint),\n"
-    "loads Hugging Face safetensors weights (GPT-2 or Llama names, as model.arch) or a deepshard\n"
+    "Builds the model (a preset of the default architecture; or the model section of a run\n"
+    "config, any model.arch; with --checkpoint, by default the model section saved in the\n"
+    "checkpoint), loads Hugging Face safetensors weights (the names of its model.arch) or a\n"
+    "deepshard\n"
     "checkpoint (a checkpoint directory's latest tag, or one tag directory) into it and prints\n"
     "the prompt followed by N sampled tokens (default 200, temperature 0.8, top-k 40, seed 1234;\n"
     "temperature 0: greedy). A model with 256 tokens reads bytes, one with 50257 GPT-2's BPE\n"
@@ -41,7 +44,9 @@ config::ModelConfig model_config(const ArgParser& parser,
   DS_CHECK(!(parser.has("model") && parser.has("config")), UsageError,
            "--model and --config are exclusive");
   if (auto path = parser.get("config")) {
-    return config::parse_run_config(config::read_json_file(*path), 1, nullptr, *path).model;
+    return config::parse_run_config(config::read_json_file(*path), 1, nullptr, *path,
+                                    models::arch_schemas())
+        .model;
   }
   if (reader != nullptr && !parser.has("model") && reader->client_state().contains("model")) {
     // The architecture and sizes `deepshard train` saved with the checkpoint.
@@ -49,7 +54,7 @@ config::ModelConfig model_config(const ArgParser& parser,
   }
   config::ModelConfig model;
   model.preset = parser.get("model").value_or("tiny");
-  config::apply_model_preset(model);
+  config::apply_model_preset(model, models::arch_schemas());
   return model;
 }
 

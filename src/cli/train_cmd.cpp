@@ -15,6 +15,7 @@
 #include "deepshard/config/loader.h"
 #include "deepshard/config/parallel_config.h"
 #include "deepshard/io/aio_options.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/parallel/process_groups.h"
 #include "deepshard/parallel/rank_grid.h"
 #include "deepshard/platform/blas_kernels.h"
@@ -28,7 +29,7 @@ namespace {
 const char* kUsage =
     "usage: deepshard train --config RUN.json [--deepspeed DS.json] [--set key.path=value]...\n"
     "\n"
-    "Trains a GPT as the run file says. RUN.json holds DeepSpeed keys (zero_optimization,\n"
+    "Trains the model as the run file says. RUN.json holds DeepSpeed keys (zero_optimization,\n"
     "optimizer, scheduler, train_batch_size, ...) and deepshard's sections model, data, train\n"
     "and comm (see docs/config.md). --deepspeed merges a plain DeepSpeed config over it, so a\n"
     "DeepSpeed user's file works unchanged; --set overrides any key, e.g.\n"
@@ -81,7 +82,8 @@ int run_train_command(const Args& args) {
   if (info.rank == 0) log::info("BLAS: ", blas, "; heap: ", heap.reason);
   install_swap_fault_for_tests(info.rank);
   std::vector<std::string> warnings;
-  const auto run = config::parse_run_config(json, info.world_size, &warnings, origin);
+  const auto run =
+      config::parse_run_config(json, info.world_size, &warnings, origin, models::arch_schemas());
   if (info.rank == 0) {
     for (const auto& w : warnings) log::warn(w);
   }

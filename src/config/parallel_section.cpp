@@ -38,7 +38,7 @@ ParallelConfig parse_parallel(Section& root, DsConfig& config) {
   ParallelConfig p = read(root);
   const int64_t stages = p.pipeline.effective_stages();
   if (stages > 1) {
-    // A pipeline trains the GPT and the Llama (fp32, bf16, fp16) at ZeRO stages 0 and 1
+    // A pipeline trains every architecture (fp32, bf16, fp16) at ZeRO stages 0 and 1
     // (docs/parallel.md).
     const std::string with = " with pipeline.stages=" + std::to_string(stages) + " (";
     if (config.zero.stage >= 2) {

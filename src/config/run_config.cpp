@@ -1,5 +1,6 @@
 // Run files: deepshard's own sections (model, data, train, comm) with the same strictness as the
-// DeepSpeed keys, model presets, and the resolved JSON of the whole run. The train section's
+// DeepSpeed keys, model presets (of the architectures' schemas the caller passes: config knows no
+// architecture), and the resolved JSON of the whole run. The train section's
 // values fill the DeepSpeed "auto" entries (auto_values.cpp).
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -13,47 +14,52 @@ namespace deepshard::config {
 
 namespace {
 
-struct Preset {
-  const char* arch;
-  const char* name;
-  int64_t n_layer, n_head, n_embd, block_size;
-  int64_t n_kv_head = 0, intermediate_size = 0;  // llama only
-};
-
-// Parameter counts with the byte-level vocabulary (256). gpt (tied embeddings): tiny ~0.84M,
-// small ~10.8M, gpt2 ~85.8M (124M with vocab_size 50257). llama (untied head; intermediate_size
-// about 8/3 n_embd as in Llama): tiny ~0.79M, small ~9.6M.
-const Preset kPresets[] = {
-    {"gpt", "tiny", 4, 4, 128, 128},
-    {"gpt", "small", 6, 6, 384, 256},
-    {"gpt", "gpt2", 12, 12, 768, 1024},
-    {"llama", "tiny", 4, 4, 128, 128, 2, 344},
-    {"llama", "small", 6, 6, 384, 256, 2, 1024},
-};
-
-const std::vector<std::string> kArchs = {"gpt", "llama"};
-
-const Preset* find_preset(const std::string& arch, const std::string& name) {
-  for (const Preset& p : kPresets) {
-    if (arch == p.arch && name == p.name) return &p;
+const ArchSchema* find_schema(const ArchSchemas& archs, const std::string& arch) {
+  for (const ArchSchema& a : archs) {
+    if (a.name == arch) return &a;
   }
   return nullptr;
 }
 
-std::vector<std::string> preset_names(const std::string& arch = "") {
+const ModelPreset* find_preset(const ArchSchemas& archs, const std::string& arch,
+                               const std::string& name) {
+  const ArchSchema* schema = find_schema(archs, arch);
+  if (schema == nullptr) return nullptr;
+  for (const ModelPreset& p : schema->presets) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> arch_names(const ArchSchemas& archs) {
   std::vector<std::string> names;
-  for (const Preset& p : kPresets) {
-    const bool listed = std::find(names.begin(), names.end(), p.name) != names.end();
-    if ((arch.empty() || arch == p.arch) && !listed) names.emplace_back(p.name);
+  for (const ArchSchema& a : archs) names.push_back(a.name);
+  return names;
+}
+
+// The presets of `arch`, or of every architecture when it is "" (each name once).
+std::vector<std::string> preset_names(const ArchSchemas& archs, const std::string& arch = "") {
+  std::vector<std::string> names;
+  for (const ArchSchema& a : archs) {
+    if (!arch.empty() && a.name != arch) continue;
+    for (const ModelPreset& p : a.presets) {
+      if (std::find(names.begin(), names.end(), p.name) == names.end()) names.push_back(p.name);
+    }
   }
   return names;
 }
 
+// An empty model.arch is the first architecture's.
+void resolve_arch(ModelConfig& m, const ArchSchemas& archs) {
+  DS_ASSERT(!archs.empty(), "no architecture to parse a model section with");
+  if (m.arch.empty()) m.arch = archs.front().name;
+}
+
 template <typename S, typename C>
-void visit_model(S& s, C& m) {
+void visit_model(S& s, C& m, const ArchSchemas& archs) {
   const detail::Check kPositive = detail::Check::at_least(1);
-  s.field("arch", m.arch, detail::Check::one_of(kArchs));
-  s.field("preset", m.preset, detail::Check::one_of(preset_names()));
+  s.field("arch", m.arch, detail::Check::one_of(arch_names(archs)));
+  s.field("preset", m.preset, detail::Check::one_of(preset_names(archs)));
   s.field("n_layer", m.n_layer, kPositive);
   s.field("n_head", m.n_head, kPositive);
   s.field("n_embd", m.n_embd, kPositive);
@@ -115,65 +121,50 @@ void visit_comm(S& s, C& c) {
 
 // Calls visit(section, value, visit_one) for the four run sections, readers or writers alike.
 template <typename S, typename R, typename Visit>
-void visit_run_sections(S& root, R& run, Visit&& visit) {
-  visit(root.child("model"), run.model, [](auto& s, auto& v) { visit_model(s, v); });
+void visit_run_sections(S& root, R& run, const ArchSchemas& archs, Visit&& visit) {
+  visit(root.child("model"), run.model, [&](auto& s, auto& v) { visit_model(s, v, archs); });
   visit(root.child("data"), run.data, [](auto& s, auto& v) { visit_data(s, v); });
   visit(root.child("train"), run.train, [](auto& s, auto& v) { visit_train(s, v); });
   visit(root.child("comm"), run.comm, [](auto& s, auto& v) { visit_comm(s, v); });
 }
 
-// Presets applied, then what each architecture needs of the sizes.
-void check_model(ModelConfig& m, detail::Diagnostics& diag) {
-  if (find_preset(m.arch, m.preset) == nullptr) {
-    const auto names = preset_names();  // an unknown name is reported by the field check
+// Presets applied, then what the architecture needs of the sizes (its schema's check).
+void check_model(ModelConfig& m, const ArchSchemas& archs, detail::Diagnostics& diag) {
+  resolve_arch(m, archs);
+  const ArchSchema* schema = find_schema(archs, m.arch);
+  if (schema == nullptr) return;  // reported by the field check
+  if (find_preset(archs, m.arch, m.preset) == nullptr) {
+    const auto names = preset_names(archs);  // an unknown name is reported by the field check
     if (std::find(names.begin(), names.end(), m.preset) != names.end())
       diag.error("model.preset",
                  "no preset \"" + m.preset + "\" for model.arch \"" + m.arch + "\"");
     return;
   }
-  apply_model_preset(m);
+  apply_model_preset(m, archs);
   if (m.n_head > 0 && m.n_embd % m.n_head != 0) {
     diag.error("model.n_embd", std::to_string(m.n_embd) + " is not divisible by model.n_head = " +
                                    std::to_string(m.n_head));
   }
-  const std::string only_llama = "only for model.arch \"llama\" (model.arch is \"gpt\")";
-  if (m.arch == "gpt") {
-    if (m.n_kv_head != 0) diag.error("model.n_kv_head", only_llama);
-    if (m.intermediate_size != 0)
-      diag.error("model.intermediate_size", only_llama + "; gpt's MLP is 4 x n_embd wide");
-    if (m.rope_theta) diag.error("model.rope_theta", only_llama);
-    if (m.rms_norm_eps) diag.error("model.rms_norm_eps", only_llama);
-    if (m.tie_word_embeddings && !*m.tie_word_embeddings)
-      diag.error("model.tie_word_embeddings", "gpt's head is always tied to wte");
-    return;
-  }
-  if (m.bias.value_or(false))
-    diag.error("model.bias",
-               "model.arch \"llama\" has no biases (Hugging Face's attention_bias "
-               "and mlp_bias false)");
-  if (m.dropout != 0.0)
-    diag.error("model.dropout", "model.arch \"llama\" has no dropout (only 0 is accepted)");
-  if (m.n_kv_head > 0 && m.n_head % m.n_kv_head != 0) {
-    diag.error("model.n_kv_head", std::to_string(m.n_kv_head) + " does not divide model.n_head = " +
-                                      std::to_string(m.n_head));
-  }
-  if (m.n_head > 0 && m.n_embd % m.n_head == 0 && (m.n_embd / m.n_head) % 2 != 0) {
-    diag.error("model.n_embd",
-               "the head size n_embd / n_head = " + std::to_string(m.n_embd / m.n_head) +
-                   " must be even (rotary embeddings rotate pairs)");
-  }
+  std::vector<std::pair<std::string, std::string>> problems;
+  schema->check(m, problems);
+  for (const auto& [key, message] : problems) diag.error(key, message);
 }
 
 }  // namespace
 
-void apply_model_preset(ModelConfig& model) {
-  const Preset* preset = find_preset(model.arch, model.preset);
+void apply_model_preset(ModelConfig& model, const ArchSchemas& archs) {
+  resolve_arch(model, archs);
+  DS_CHECK(find_schema(archs, model.arch) != nullptr, ConfigError,
+           "model.arch: unknown architecture \"", model.arch, "\"",
+           detail::did_you_mean(model.arch, arch_names(archs)));
+  const ModelPreset* preset = find_preset(archs, model.arch, model.preset);
   if (preset == nullptr) {
     std::string names;
-    for (const std::string& n : preset_names(model.arch)) names += (names.empty() ? "" : ", ") + n;
+    for (const std::string& n : preset_names(archs, model.arch))
+      names += (names.empty() ? "" : ", ") + n;
     throw ConfigError("model.preset: unknown preset \"" + model.preset + "\" for model.arch \"" +
                       model.arch + "\"" +
-                      detail::did_you_mean(model.preset, preset_names(model.arch)) +
+                      detail::did_you_mean(model.preset, preset_names(archs, model.arch)) +
                       "; presets: " + names);
   }
   if (model.n_layer == 0) model.n_layer = preset->n_layer;
@@ -184,15 +175,16 @@ void apply_model_preset(ModelConfig& model) {
   if (model.intermediate_size == 0) model.intermediate_size = preset->intermediate_size;
 }
 
-void check_model_section(ModelConfig& model, const std::string& origin) {
-  apply_model_preset(model);  // ConfigError for an unknown preset
+void check_model_section(ModelConfig& model, const ArchSchemas& archs, const std::string& origin) {
+  apply_model_preset(model, archs);  // ConfigError for an unknown architecture or preset
   detail::Diagnostics diag(origin, nullptr);
-  check_model(model, diag);
+  check_model(model, archs, diag);
   diag.throw_if_errors();
 }
 
 RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
-                           std::vector<std::string>* warnings, const std::string& origin) {
+                           std::vector<std::string>* warnings, const std::string& origin,
+                           const ArchSchemas& archs) {
   detail::Diagnostics diag(origin, warnings);
   RunConfig run;
   if (!json.is_object()) {
@@ -200,11 +192,11 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
     diag.throw_if_errors();
   }
   detail::Section root(&json, "", diag);
-  visit_run_sections(root, run, [](detail::Section&& s, auto& value, auto&& visit_one) {
+  visit_run_sections(root, run, archs, [](detail::Section&& s, auto& value, auto&& visit_one) {
     visit_one(s, value);
     s.finish();
   });
-  check_model(run.model, diag);
+  check_model(run.model, archs, diag);
 
   ResolveContext context;
   context.dp_world_size = dp_world_size;
@@ -226,9 +218,9 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
     if (json.contains(key)) resolved[key] = json[key];
   }
   detail::Writer writer(resolved);
-  visit_run_sections(writer, run, [](detail::Writer&& w, const auto& value, auto&& visit_one) {
-    visit_one(w, value);
-  });
+  visit_run_sections(
+      writer, run, archs,
+      [](detail::Writer&& w, const auto& value, auto&& visit_one) { visit_one(w, value); });
   run.resolved_json = resolved.dump(2);
   return run;
 }

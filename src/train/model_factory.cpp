@@ -12,27 +12,26 @@ std::shared_ptr<models::CausalLmImpl> make_model(const config::ModelConfig& mode
 }
 
 nlohmann::json saved_model_json(const config::ModelConfig& m) {
-  nlohmann::json out = {{"arch", m.arch},
-                        {"preset", m.preset},
-                        {"n_layer", m.n_layer},
-                        {"n_head", m.n_head},
-                        {"n_embd", m.n_embd},
-                        {"block_size", m.block_size},
+  const models::ArchEntry& arch = models::find_arch(m.arch);
+  nlohmann::json out = {{"arch", arch.name},         {"preset", m.preset},
+                        {"n_layer", m.n_layer},      {"n_head", m.n_head},
+                        {"n_embd", m.n_embd},        {"block_size", m.block_size},
                         {"vocab_size", m.vocab_size}};
-  models::find_arch(m.arch).save_fields(m, out);
+  arch.save_fields(m, out);
   return out;
 }
 
 config::ModelConfig model_from_saved_json(const nlohmann::json& saved) {
   config::ModelConfig m;
-  m.arch = saved.value("arch", m.arch);
+  const models::ArchEntry& arch = models::find_arch(saved.value("arch", std::string()));
+  m.arch = arch.name;
   m.preset = saved.value("preset", m.preset);
   m.n_layer = saved.at("n_layer").get<int64_t>();
   m.n_head = saved.at("n_head").get<int64_t>();
   m.n_embd = saved.at("n_embd").get<int64_t>();
   m.block_size = saved.at("block_size").get<int64_t>();
   m.vocab_size = saved.at("vocab_size").get<int64_t>();
-  models::find_arch(m.arch).load_fields(saved, m);
+  arch.load_fields(saved, m);
   return m;
 }
 

@@ -1,16 +1,16 @@
 // The pipeline step of a training run (docs/parallel.md, "Training with a pipeline"): with
-// pipeline.stages > 1, this rank's stage of the model, GPT or Llama (parallel::PipelineEngine over
-// the model every rank built with train.seed; the other stages' parameters released and frozen, so
-// the ZeRO engine flattens, reduces and updates this stage's only, over the data-parallel group),
-// and each optimizer step's gradient_accumulation_steps micro-batches through the 1F1B schedule,
-// every backward through the engine. The engine reduces the window's gradients at its boundary
-// step, after every stage's backward sent its gradient, the tied embedding's two copies (first and
-// last stage; a Llama's only with tie_word_embeddings) summed first; its gradient norm sums the
-// squares over the pipeline axis, the tied weight counted once (on the first stage). With
-// tensor_parallel.size > 1 the stage is one of the tensor-parallel model (TensorParallelGpt or
-// TensorParallelLlama split it first) and the norm sums over the replica's tensor x pipeline ranks
-// (a group of its own), counting a parameter where it is split or on tensor rank 0, and the tied
-// embedding on the first stage.
+// pipeline.stages > 1, this rank's stage of the model, any architecture (parallel::PipelineEngine
+// over the model every rank built with train.seed; the other stages' parameters released and
+// frozen, so the ZeRO engine flattens, reduces and updates this stage's only, over the
+// data-parallel group), and each optimizer step's gradient_accumulation_steps micro-batches through
+// the 1F1B schedule, every backward through the engine. The engine reduces the window's gradients
+// at its boundary step, after every stage's backward sent its gradient, the tied embedding's two
+// copies (first and last stage; only when the architecture ties its head to the embedding) summed
+// first; its gradient norm sums the squares over the pipeline axis, the tied weight counted once
+// (on the first stage). With tensor_parallel.size > 1 the stage is one of the tensor-parallel model
+// (the architecture's, models/registry.h, split it first) and the norm sums over the replica's
+// tensor x pipeline ranks (a group of its own), counting a parameter where it is split or on tensor
+// rank 0, and the tied embedding on the first stage.
 #include <torch/torch.h>
 
 #include <algorithm>

@@ -15,7 +15,7 @@ void setup(TrainingRun& run) {
   // Each rank its own dropout stream, except that the tensor ranks of a replica share one (that of
   // their tensor rank 0): they apply the one dropout mask of the single-rank run to their
   // replicated activations and their parts of it to the split attention weights
-  // (models::TensorParallelGpt). Without tensor parallelism every rank is its own tensor rank 0.
+  // (models::TensorParallelModel). Without tensor parallelism every rank is its own tensor rank 0.
   const parallel::RankGrid grid = parallel::grid_from_config(run.config.parallel, run.group.size());
   parallel::GridCoord stream = grid.coord(run.group.rank());
   stream.tensor = 0;

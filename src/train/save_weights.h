@@ -1,5 +1,5 @@
-// Saving a trained model's weights as a Hugging Face safetensors file (GPT-2 or Llama names) (the
-// format `deepshard generate --weights` and model.init_from read), in the parameters' dtype. At
+// Saving a trained model's weights as a Hugging Face safetensors file (its architecture's names:
+// the format `deepshard generate --weights` and model.init_from read), in the parameters' dtype. At
 // ZeRO stage 3 no rank holds the whole model: with
 // zero_optimization.stage3_gather_16bit_weights_on_model_save every rank takes part in gathering
 // the full parameters and rank 0 writes them; without it the save is refused with a ConfigError

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "config/config_test_helpers.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/util/strings.h"
 #include "support/test_support.h"
 
@@ -37,12 +38,13 @@ const char* const kExampleRun = R"({
 RunConfig parse_run(const std::string& text, int64_t world, std::vector<std::string>* warnings) {
   TempDir dir;
   write_file(dir.file("run.json"), text);
-  return parse_run_config(read_json_file(dir.file("run.json")), world, warnings, "run.json");
+  return parse_run_config(read_json_file(dir.file("run.json")), world, warnings, "run.json",
+                          models::arch_schemas());
 }
 
 std::string run_error(const json& j, int64_t world = 1) {
   try {
-    parse_run_config(j, world, nullptr, "run.json");
+    parse_run_config(j, world, nullptr, "run.json", models::arch_schemas());
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -90,7 +92,7 @@ TEST(RunFile, ExampleRunResolves) {
   EXPECT_EQ(resolved["train"]["lr"], 6e-4);
   EXPECT_EQ(resolved["train_batch_size"], 32);
   EXPECT_EQ(resolved["optimizer"]["params"]["lr"], 6e-4);
-  RunConfig again = parse_run_config(resolved, 2, nullptr, "resolved.json");
+  RunConfig again = parse_run_config(resolved, 2, nullptr, "resolved.json", models::arch_schemas());
   EXPECT_EQ(again.resolved_json, run.resolved_json);
 }
 
@@ -101,7 +103,8 @@ TEST(RunFile, EveryShippedExampleIsValidAndRunnable) {
   for (const auto& entry : std::filesystem::directory_iterator(examples)) {
     if (entry.path().extension() != ".json") continue;
     std::vector<std::string> warnings;
-    RunConfig run = parse_run_config(read_json_file(entry.path()), 2, &warnings, entry.path());
+    RunConfig run = parse_run_config(read_json_file(entry.path()), 2, &warnings, entry.path(),
+                                     models::arch_schemas());
     EXPECT_TRUE(warnings.empty()) << entry.path() << ": " << warnings.front();
     EXPECT_TRUE(unsupported_features(run.ds).empty()) << entry.path();
     EXPECT_FALSE(run.data.train.empty()) << entry.path();
@@ -148,7 +151,7 @@ TEST(RunFile, UnknownTopLevelKeysWarnButRunSectionsDoNot) {
 
 TEST(ModelPreset, SizesAndParameterCounts) {
   ModelConfig tiny;
-  apply_model_preset(tiny);
+  apply_model_preset(tiny, models::arch_schemas());
   EXPECT_EQ(tiny.n_layer, 4);
   EXPECT_EQ(tiny.n_embd % tiny.n_head, 0);
   EXPECT_GT(gpt2_parameters(tiny), 400'000);
@@ -156,13 +159,13 @@ TEST(ModelPreset, SizesAndParameterCounts) {
 
   ModelConfig small;
   small.preset = "small";
-  apply_model_preset(small);
+  apply_model_preset(small, models::arch_schemas());
   EXPECT_EQ(small.n_embd, 384);
   EXPECT_NEAR(static_cast<double>(gpt2_parameters(small)), 10.7e6, 0.3e6);
 
   ModelConfig gpt2;
   gpt2.preset = "gpt2";
-  apply_model_preset(gpt2);
+  apply_model_preset(gpt2, models::arch_schemas());
   EXPECT_EQ(gpt2.block_size, 1024);
   EXPECT_EQ(gpt2.vocab_size, 256);  // byte-level tokenizer unless the run sets it
   gpt2.vocab_size = 50257;
@@ -174,7 +177,7 @@ TEST(ModelPreset, ExplicitSizesOverrideAndUnknownPresetsFail) {
   m.preset = "small";
   m.n_layer = 2;
   m.block_size = 64;
-  apply_model_preset(m);
+  apply_model_preset(m, models::arch_schemas());
   EXPECT_EQ(m.n_layer, 2);
   EXPECT_EQ(m.block_size, 64);
   EXPECT_EQ(m.n_embd, 384);
@@ -182,7 +185,7 @@ TEST(ModelPreset, ExplicitSizesOverrideAndUnknownPresetsFail) {
   ModelConfig bad;
   bad.preset = "smal";
   try {
-    apply_model_preset(bad);
+    apply_model_preset(bad, models::arch_schemas());
     ADD_FAILURE() << "expected a ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),

@@ -17,6 +17,7 @@
 #include "deepshard/checkpoint/safetensors.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/data/token_file.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/util/error.h"
 #include "fuzz/mutator.h"
 #include "support/test_support.h"
@@ -97,7 +98,8 @@ TEST(FuzzReaders, JsonRunFile) {
   const std::string path = dir.file("run.json");
   auto read = [&] {
     std::vector<std::string> warnings;
-    config::parse_run_config(config::read_json_file(path), 1, &warnings, path);
+    config::parse_run_config(config::read_json_file(path), 1, &warnings, path,
+                             models::arch_schemas());
   };
   spit(path, kRunFile);
   read();  // the valid file loads

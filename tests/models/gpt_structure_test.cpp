@@ -10,6 +10,7 @@
 
 #include "deepshard/config/loader.h"
 #include "deepshard/models/gpt.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/util/error.h"
 
@@ -30,7 +31,7 @@ GptConfig small_config() {
 GptConfig gpt_preset(const std::string& name) {
   config::ModelConfig m;
   m.preset = name;
-  config::apply_model_preset(m);
+  config::apply_model_preset(m, models::arch_schemas());
   return models::gpt_config(m);
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "deepshard/config/loader.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/train/model_factory.h"
 #include "deepshard/util/error.h"
 
@@ -212,7 +213,7 @@ TEST(Llama, BadSizesAreErrors) {
 config::ModelConfig parse_model(const std::string& model_json) {
   const auto json = nlohmann::json::parse(R"({"train_micro_batch_size_per_gpu": 1, "model": )" +
                                           model_json + "}");
-  return config::parse_run_config(json, 1, nullptr, "test").model;
+  return config::parse_run_config(json, 1, nullptr, "test", models::arch_schemas()).model;
 }
 
 TEST(LlamaConfig, PresetsAndArchitectureKeys) {

@@ -15,6 +15,7 @@
 #include "deepshard/data/token_file.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/models/hf_weights.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/train/trainer.h"
 #include "train/run_helpers.h"
 
@@ -23,7 +24,8 @@ namespace {
 
 models::GptConfig run_model(const std::string& data) {
   const auto json = nlohmann::json::parse(tiny_run_config(data, "unused", 4, 1, 1, "{}"));
-  return models::gpt_config(config::parse_run_config(json, 1, nullptr, "test run").model);
+  return models::gpt_config(
+      config::parse_run_config(json, 1, nullptr, "test run", models::arch_schemas()).model);
 }
 
 std::map<std::string, at::Tensor> params_of(models::Gpt& model) {

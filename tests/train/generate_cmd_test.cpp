@@ -5,6 +5,7 @@
 #include "deepshard/config/loader.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/models/hf_weights.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/train/trainer.h"
 #include "support/test_support.h"
 
@@ -14,7 +15,7 @@ namespace {
 std::string save_preset_weights(const TempDir& dir, const std::string& preset, uint64_t seed) {
   config::ModelConfig m;
   m.preset = preset;
-  config::apply_model_preset(m);
+  config::apply_model_preset(m, models::arch_schemas());
   models::Gpt model(models::gpt_config(m), seed);
   const std::string path = dir.file(preset + ".safetensors");
   models::save_hf_safetensors(*model, path);
@@ -42,7 +43,7 @@ TEST(GenerateCommand, Gpt2VocabularyUsesTheBpeTokenizer) {
   config::ModelConfig m;
   m.preset = "tiny";
   m.vocab_size = 50257;
-  config::apply_model_preset(m);
+  config::apply_model_preset(m, models::arch_schemas());
   models::Gpt model(models::gpt_config(m), 3);
   const std::string weights = dir.file("bpe.safetensors");
   models::save_hf_safetensors(*model, weights);

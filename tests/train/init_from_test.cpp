@@ -8,6 +8,7 @@
 #include "deepshard/config/loader.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/models/hf_weights.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/train/trainer.h"
 #include "train/run_helpers.h"
 
@@ -17,7 +18,8 @@ namespace {
 // Saves the weights of the test runs' model built with `seed` (as the trainer builds it).
 std::string save_weights(const TempDir& dir, const std::string& data, uint64_t seed) {
   const auto json = nlohmann::json::parse(tiny_run_config(data, dir.file("unused"), 4, 1, 1, "{}"));
-  const config::RunConfig run = config::parse_run_config(json, 1, nullptr, "test run");
+  const config::RunConfig run =
+      config::parse_run_config(json, 1, nullptr, "test run", models::arch_schemas());
   models::Gpt model(models::gpt_config(run.model), seed);
   const std::string path = dir.file("seed" + std::to_string(seed) + ".safetensors");
   models::save_hf_safetensors(*model, path);

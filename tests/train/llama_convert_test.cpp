@@ -17,6 +17,7 @@
 #include "deepshard/data/sampler.h"
 #include "deepshard/data/token_file.h"
 #include "deepshard/models/hf_weights.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/train/model_factory.h"
 #include "train/llama_run.h"
 #include "train/run_helpers.h"
@@ -41,7 +42,9 @@ TEST(LlamaConvert, HfNamedSafetensorsGiveTheCheckpointsLossAndGenerate) {
   ASSERT_EQ(converted.exit_status, 0) << converted.output;
   EXPECT_NE(converted.output.find("(llama)"), std::string::npos) << converted.output;
   const config::ModelConfig model_cfg =
-      config::parse_run_config(config::read_json_file(config), 1, nullptr, config).model;
+      config::parse_run_config(config::read_json_file(config), 1, nullptr, config,
+                               models::arch_schemas())
+          .model;
   const auto from_checkpoint = train::make_model(model_cfg, 1);
   const auto from_file = train::make_model(model_cfg, 2);
   std::set<std::string> names;

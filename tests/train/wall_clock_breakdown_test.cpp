@@ -7,6 +7,7 @@
 
 #include "deepshard/config/loader.h"
 #include "deepshard/models/flops.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/train/trainer.h"
 #include "support/test_support.h"
 #include "train/run_helpers.h"
@@ -33,8 +34,8 @@ TEST(WallClockBreakdown, TimesEachPhaseAndReportsMfu) {
     EXPECT_LE(fwd + bwd + opt, m.at("step_time_s").get<double>()) << m.dump();
   }
   const auto summary = nlohmann::json::parse(read_file(dir.file("run") + "/summary.json"));
-  const auto run =
-      config::parse_run_config(nlohmann::json::parse(read_file(config)), 2, nullptr, config);
+  const auto run = config::parse_run_config(nlohmann::json::parse(read_file(config)), 2, nullptr,
+                                            config, models::arch_schemas());
   const double flops = train::training_flops_per_token(run.model);
   EXPECT_DOUBLE_EQ(summary.at("flops_per_token").get<double>(), flops);
   const double tokens_per_s = summary.at("mean_tokens_per_s");

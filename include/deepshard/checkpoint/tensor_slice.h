@@ -3,10 +3,10 @@
 // the WHOLE parameter's flattened elements, so a checkpoint reshards across tensor sizes: a rank
 // maps each range of its local slice to the whole-parameter ranges that hold it.
 //
-// A split parameter is cut along `dim`, which consists of `blocks` equal blocks (3 for GPT's fused
-// q, k, v rows, else 1); each block is cut into `size` equal chunks and tensor rank `rank` holds
-// chunk `rank` of every block, concatenated along `dim` in block order. dim -1: the whole
-// parameter (replicated over the tensor ranks).
+// A split parameter is cut along `dim`, which consists of `blocks` equal blocks (3 for fused q, k,
+// v rows, else 1); each block is cut into `size` equal chunks and tensor rank `rank` holds chunk
+// `rank` of every block, concatenated along `dim` in block order. dim -1: the whole parameter
+// (replicated over the tensor ranks).
 #pragma once
 
 #include <cstdint>

@@ -45,9 +45,11 @@ DsConfig load_ds_config(const std::string& path, int64_t dp_world_size);
 // resolved, deprecated keys under their current names). parse_ds_config of it gives `config` back.
 nlohmann::json to_json(const DsConfig& config);
 
-// Parses a whole run file (DeepSpeed keys + model/data/train/comm). Throws ConfigError.
+// Parses a whole run file (DeepSpeed keys + model/data/train/comm), its model section with the
+// architectures `archs` (models::arch_schemas()). Throws ConfigError.
 RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
-                           std::vector<std::string>* warnings, const std::string& origin);
+                           std::vector<std::string>* warnings, const std::string& origin,
+                           const ArchSchemas& archs);
 
 // Features the engine does not implement yet, as "not supported yet: <key path>" messages.
 // Empty when the config can run. Kept in one table (src/config/support.cpp) that grows as
@@ -60,12 +62,13 @@ void check_supported(const DsConfig& config);
 std::vector<std::string> unsupported_keys();
 std::vector<std::string> ignored_keys();
 
-// Model size presets: "tiny" (~1M parameters), "small" (~10-20M), "gpt2" (124M). Fills the zero
-// fields of `model` from the preset; throws ConfigError for an unknown preset.
-void apply_model_preset(ModelConfig& model);
+// Model size presets (each architecture's, in `archs`): fills the zero fields of `model` from its
+// preset (an empty model.arch becomes the first architecture's name); throws ConfigError for an
+// unknown architecture or preset.
+void apply_model_preset(ModelConfig& model, const ArchSchemas& archs);
 // Applies the preset and checks `model` as a run file's model section is checked after its keys
 // are read (the sizes its architecture needs, the keys another architecture's model has); throws
 // ConfigError naming `origin` and every key at fault.
-void check_model_section(ModelConfig& model, const std::string& origin);
+void check_model_section(ModelConfig& model, const ArchSchemas& archs, const std::string& origin);
 
 }  // namespace deepshard::config

@@ -4,35 +4,60 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "deepshard/config/ds_config.h"
 #include "deepshard/config/parallel_config.h"
 
 namespace deepshard::config {
 
-// model: an architecture ("gpt": GPT-2, "llama": Llama-style), a preset of it ("tiny", "small",
-// and "gpt2" for gpt) or explicit sizes; explicit sizes override the preset. Keys of one
-// architecture set for the other are errors (docs/models.md lists them).
+// model: an architecture (its name in the models layer's registry; "" = the first registered), a
+// preset of it or explicit sizes; explicit sizes override the preset. Keys another
+// architecture's model has are errors (docs/models.md lists each architecture's keys). The
+// sizes and options are the union of the architectures' keys; which apply is the
+// architecture's to say (its schema's check, ArchSchema).
 struct ModelConfig {
-  std::string arch = "gpt";
+  std::string arch;
   std::string preset = "tiny";
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_embd = 0;
   int64_t block_size = 0;
-  int64_t n_kv_head = 0;             // llama: key/value heads (grouped-query attention); 0: preset
-  int64_t intermediate_size = 0;     // llama: SwiGLU width; 0: preset
-  std::optional<double> rope_theta;  // llama: rotary base (10000)
-  std::optional<double> rms_norm_eps;       // llama: RMSNorm epsilon (1e-5)
-  std::optional<bool> tie_word_embeddings;  // llama: head tied to the embeddings (false)
+  int64_t n_kv_head = 0;                    // key/value heads (grouped-query attention); 0: preset
+  int64_t intermediate_size = 0;            // the MLP's width; 0: preset
+  std::optional<double> rope_theta;         // rotary embeddings' base
+  std::optional<double> rms_norm_eps;       // RMSNorm's epsilon
+  std::optional<bool> tie_word_embeddings;  // the head tied to the embeddings
   int64_t vocab_size = 256;                 // byte-level tokenizer
-  double dropout = 0.0;                     // gpt only
-  std::optional<bool> bias;                 // gpt: Linear biases (true); llama has none
+  double dropout = 0.0;
+  std::optional<bool> bias;   // Linear biases
   bool fused_kernels = true;  // fused CPU kernels (GELU, causal softmax, loss); false: libtorch ops
   std::string init_from;      // safetensors weights to start from ("" = fresh init)
 };
+
+// A named set of sizes of one architecture (model.preset).
+struct ModelPreset {
+  std::string name;
+  int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0;
+  int64_t n_kv_head = 0, intermediate_size = 0;  // 0 for an architecture without them
+};
+
+// What the model section needs to know of one architecture: its name, its presets and its own
+// checks of the section. The models layer supplies one per registered architecture
+// (models::arch_schemas(), deepshard/models/registry.h); config knows none.
+struct ArchSchema {
+  std::string name;
+  std::vector<ModelPreset> presets;
+  // Appends the problems of `model` (preset applied) as (key path, message).
+  std::function<void(const ModelConfig& model,
+                     std::vector<std::pair<std::string, std::string>>& problems)>
+      check;
+};
+using ArchSchemas = std::vector<ArchSchema>;
 
 // data: token files written by `deepshard prepare-data`.
 struct DataConfig {
@@ -53,11 +78,11 @@ struct TrainConfig {
   double sample_temperature = 0.8;
   int64_t sample_top_k = 40;
   bool memory_report = false;  // rank 0 prints the memory ledger beside the estimate at start
-  // Recompute the model's checkpointable regions (GPT: its blocks) in backward, as DeepSpeed's
+  // Recompute the model's checkpointable regions (its layers) in backward, as DeepSpeed's
   // activation_checkpointing section configures (HF Trainer's gradient_checkpointing).
   bool activation_checkpointing = false;
-  // At the end, rank 0 writes <run_dir>/model.safetensors (Hugging Face GPT-2 names); at ZeRO
-  // stage 3 this needs zero_optimization.stage3_gather_16bit_weights_on_model_save.
+  // At the end, rank 0 writes <run_dir>/model.safetensors (its architecture's Hugging Face names);
+  // at ZeRO stage 3 this needs zero_optimization.stage3_gather_16bit_weights_on_model_save.
   bool save_weights = false;
   // Checkpoints (docs/checkpoint.md): every save_interval steps (0 = never; a run that saves
   // periodically also saves at its end and when it gets SIGTERM) into checkpoint_dir ("" =

@@ -13,14 +13,11 @@
 #include <vector>
 
 #include "deepshard/checkpoint/hf_weights.h"
+#include "deepshard/config/run_config.h"
 #include "deepshard/models/causal_lm.h"
 #include "deepshard/models/flops.h"
 #include "deepshard/models/parameter_shapes.h"
 #include "deepshard/sharding/sharding_plan.h"
-
-namespace deepshard::config {
-struct ModelConfig;
-}
 namespace deepshard::comm {
 class Group;
 }
@@ -41,6 +38,11 @@ struct ActivationEstimate {
 struct ArchEntry {
   // model.arch's value.
   const char* name;
+  // Its presets (model.preset) and its checks of a model section (preset applied): the keys it
+  // needs, those of another architecture's model it refuses, as (key path, message).
+  std::vector<config::ModelPreset> (*presets)();
+  void (*check_model)(const config::ModelConfig& model,
+                      std::vector<std::pair<std::string, std::string>>& problems);
   // Builds and initialises the model, drawn from `seed`. `on_unit_built` (may be null) gets each
   // sharding unit as soon as it is built, before the next exists (zero.Init).
   std::shared_ptr<CausalLmImpl> (*make_model)(const config::ModelConfig& model, uint64_t seed,
@@ -75,9 +77,13 @@ struct ArchEntry {
                                                                const TensorSliceBuild* built);
 };
 
-// The entry of model.arch `name`. Throws ConfigError naming it and listing the known ones.
+// The entry of model.arch `name` ("": the first registered, the default architecture). Throws
+// ConfigError naming it and listing the known ones.
 const ArchEntry& find_arch(const std::string& name);
 // The registered architectures' names, in registration order.
 std::vector<std::string> arch_names();
+// What a run file's model section is parsed with (config::parse_run_config): every registered
+// architecture's name, presets and checks.
+const config::ArchSchemas& arch_schemas();
 
 }  // namespace deepshard::models

@@ -1,5 +1,5 @@
 // The pipeline engine (DeepSpeed's PipelineEngine.train_batch, below the trainer): one stage of a
-// causal language model (pipeline_stage.h: the GPT or the Llama) per rank of a pipeline group,
+// causal language model (pipeline_stage.h: any architecture) per rank of a pipeline group,
 // driven through the 1F1B schedule (pipeline_schedule.h) over the micro-batches of one optimizer
 // step. A forward receives the previous stage's activations (the first stage embeds the tokens),
 // runs its blocks and sends the result on; the last stage computes the loss. A backward receives
@@ -35,7 +35,7 @@ class PipelineEngine {
   // `model`: the whole model, built alike on every rank of the pipeline group (same seed), split
   // over the stages by `method` (partition_model). `links`: this rank's PipeLinks; `pipeline`: its
   // pipeline-axis group (loss and norm). `tensor`: the model is this rank's part of a
-  // tensor-parallel model (TensorParallelGpt, TensorParallelLlama).
+  // tensor-parallel model (the architecture's models::TensorParallelModel).
   PipelineEngine(std::shared_ptr<models::CausalLmImpl> model, PartitionMethod method,
                  PipeLinks& links, comm::Group& pipeline,
                  models::TensorParallelModel* tensor = nullptr);

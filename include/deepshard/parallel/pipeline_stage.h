@@ -1,21 +1,18 @@
 // One pipeline stage of a causal language model (DeepSpeed's PipelineModule on one stage), for any
-// architecture through the parts models::CausalLmImpl declares (embed, run_layer, head): the GPT
-// (models::Gpt) and the Llama (models::Llama). Every rank builds the whole model with the same
-// seed (the single-rank initialisation), then the stage keeps only what it runs and releases the
-// storage of every other parameter (left empty and frozen, so a ZeRO engine over the whole module
-// takes the stage's parameters only):
-//  - the first stage: the embedding (the model's embedding_parameters(): GPT wte and wpe, Llama
-//    model.embed_tokens), then its layers;
+// architecture through the parts models::CausalLmImpl declares (embed, run_layer, head). Every
+// rank builds the whole model with the same seed (the single-rank initialisation), then the stage
+// keeps only what it runs and releases the storage of every other parameter (left empty and
+// frozen, so a ZeRO engine over the whole module takes the stage's parameters only):
+//  - the first stage: the embedding (the model's embedding_parameters()), then its layers;
 //  - the last stage: its layers, then the final norm and the head. A head tied to the embedding
-//    (the sharding plan's tied parameter: GPT wte, Llama model.embed_tokens with
-//    tie_word_embeddings) makes the last stage hold its own copy of it (DeepSpeed's TiedLayerSpec;
-//    the engine sums the two copies' gradients so they stay equal);
+//    (the sharding plan's tied parameter) makes the last stage hold its own copy of it (DeepSpeed's
+//    TiedLayerSpec; the engine sums the two copies' gradients so they stay equal);
 //  - a middle stage: its layers only.
 // Layers run as the model's forward runs them (run_layer: its unit calls and layer runner), so
 // engines that wrap units keep working. A stage of a tensor-parallel model (`tensor`: the model
-// was split by TensorParallelGpt or TensorParallelLlama) runs that model's vocabulary-parallel
-// embedding and head loss, and its layers through the runner it installed. Parameter names are
-// the model's.
+// was split by its architecture's models::TensorParallelModel) runs that model's
+// vocabulary-parallel embedding and head loss, and its layers through the runner it installed.
+// Parameter names are the model's.
 #pragma once
 
 #include <ATen/core/Tensor.h>

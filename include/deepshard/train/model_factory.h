@@ -21,8 +21,8 @@ std::shared_ptr<models::CausalLmImpl> make_model(
     const sharding::UnitBuilt& on_unit_built = nullptr);
 
 // The model section as a checkpoint's client state saves it ("model": architecture and sizes,
-// presets applied), and back (a checkpoint without "arch" holds config::ModelConfig's default
-// architecture).
+// presets applied), and back (a checkpoint without "arch" holds the default architecture's model:
+// models::find_arch("")).
 nlohmann::json saved_model_json(const config::ModelConfig& model);
 config::ModelConfig model_from_saved_json(const nlohmann::json& saved);
 

@@ -1,4 +1,4 @@
-// The training loop behind `deepshard train`: builds the model (GPT or Llama) from the run config,
+// The training loop behind `deepshard train`: builds the model (model.arch's) from the run config,
 // the data sampler and the engine, runs the optimizer steps, evaluates, logs metrics.jsonl (one
 // record per optimizer step), prints a progress line, and writes summary.json (rank 0).
 #pragma once

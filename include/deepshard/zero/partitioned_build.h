@@ -36,7 +36,7 @@ class PartitionedBuild {
 
   // For the model's constructor: partitions the module of plan unit i.
   sharding::UnitBuilt unit_hook();
-  sharding::UnitBuilt block_hook() { return unit_hook(); }  // the name GPT's callers use
+  sharding::UnitBuilt block_hook() { return unit_hook(); }  // the name block builders use
   // The largest number of bytes held in full (gathered) unit storage at once during the build.
   int64_t peak_full_bytes() const { return peak_full_bytes_; }
   at::ScalarType dtype() const { return dtype_; }

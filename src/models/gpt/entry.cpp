@@ -29,6 +29,25 @@ GptConfig gpt_config(const config::ModelConfig& m) {
 
 namespace {
 
+// Parameters with the byte-level vocabulary (256), tied embeddings: tiny ~0.84M, small ~10.8M,
+// gpt2 ~85.8M (124M with vocab_size 50257).
+std::vector<config::ModelPreset> presets() {
+  return {{.name = "tiny", .n_layer = 4, .n_head = 4, .n_embd = 128, .block_size = 128},
+          {.name = "small", .n_layer = 6, .n_head = 6, .n_embd = 384, .block_size = 256},
+          {.name = "gpt2", .n_layer = 12, .n_head = 12, .n_embd = 768, .block_size = 1024}};
+}
+
+void check(const config::ModelConfig& m, std::vector<std::pair<std::string, std::string>>& out) {
+  const std::string other = "a key of another architecture's model (model.arch is \"gpt\")";
+  if (m.n_kv_head != 0) out.emplace_back("model.n_kv_head", other);
+  if (m.intermediate_size != 0)
+    out.emplace_back("model.intermediate_size", other + "; gpt's MLP is 4 x n_embd wide");
+  if (m.rope_theta) out.emplace_back("model.rope_theta", other);
+  if (m.rms_norm_eps) out.emplace_back("model.rms_norm_eps", other);
+  if (m.tie_word_embeddings && !*m.tie_word_embeddings)
+    out.emplace_back("model.tie_word_embeddings", "gpt's head is always tied to wte");
+}
+
 std::shared_ptr<CausalLmImpl> make_gpt(const config::ModelConfig& m, uint64_t seed,
                                        const sharding::UnitBuilt& on_unit_built) {
   return std::make_shared<GptImpl>(gpt_config(m), seed, on_unit_built);
@@ -73,6 +92,8 @@ void load_fields(const nlohmann::json& saved, config::ModelConfig& m) {
 
 const ArchEntry& gpt_entry() {
   static const ArchEntry entry{.name = "gpt",
+                               .presets = presets,
+                               .check_model = check,
                                .make_model = make_gpt,
                                .parameter_count = count,
                                .parameter_shapes = shapes,

@@ -31,6 +31,42 @@ LlamaConfig llama_config(const config::ModelConfig& m) {
 
 namespace {
 
+// Parameters with the byte-level vocabulary (256), untied head, intermediate_size about 8/3 n_embd
+// as in Llama: tiny ~0.79M, small ~9.6M.
+std::vector<config::ModelPreset> presets() {
+  return {{.name = "tiny",
+           .n_layer = 4,
+           .n_head = 4,
+           .n_embd = 128,
+           .block_size = 128,
+           .n_kv_head = 2,
+           .intermediate_size = 344},
+          {.name = "small",
+           .n_layer = 6,
+           .n_head = 6,
+           .n_embd = 384,
+           .block_size = 256,
+           .n_kv_head = 2,
+           .intermediate_size = 1024}};
+}
+
+void check(const config::ModelConfig& m, std::vector<std::pair<std::string, std::string>>& out) {
+  if (m.bias.value_or(false))
+    out.emplace_back("model.bias",
+                     "model.arch \"llama\" has no biases (Hugging Face's attention_bias and "
+                     "mlp_bias false)");
+  if (m.dropout != 0.0)
+    out.emplace_back("model.dropout", "model.arch \"llama\" has no dropout (only 0 is accepted)");
+  if (m.n_kv_head > 0 && m.n_head % m.n_kv_head != 0)
+    out.emplace_back("model.n_kv_head",
+                     std::to_string(m.n_kv_head) +
+                         " does not divide model.n_head = " + std::to_string(m.n_head));
+  if (m.n_head > 0 && m.n_embd % m.n_head == 0 && (m.n_embd / m.n_head) % 2 != 0)
+    out.emplace_back("model.n_embd",
+                     "the head size n_embd / n_head = " + std::to_string(m.n_embd / m.n_head) +
+                         " must be even (rotary embeddings rotate pairs)");
+}
+
 std::shared_ptr<CausalLmImpl> make_llama(const config::ModelConfig& m, uint64_t seed,
                                          const sharding::UnitBuilt& on_unit_built) {
   return std::make_shared<LlamaImpl>(llama_config(m), seed, on_unit_built);
@@ -79,6 +115,8 @@ void load_fields(const nlohmann::json& saved, config::ModelConfig& m) {
 
 const ArchEntry& llama_entry() {
   static const ArchEntry entry{.name = "llama",
+                               .presets = presets,
+                               .check_model = check,
                                .make_model = make_llama,
                                .parameter_count = count,
                                .parameter_shapes = shapes,
