@@ -18,6 +18,7 @@
 #include "deepshard/models/flops.h"
 #include "deepshard/models/parameter_shapes.h"
 #include "deepshard/sharding/sharding_plan.h"
+
 namespace deepshard::comm {
 class Group;
 }

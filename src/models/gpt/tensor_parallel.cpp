@@ -10,16 +10,9 @@
 #include "deepshard/models/tensor_ops.h"
 #include "deepshard/models/tensor_parallel_gpt.h"
 #include "deepshard/util/error.h"
+#include "models/layer_norm_call.h"
 
 namespace deepshard::models {
-namespace {
-
-// A LayerNorm module as models::Gpt applies it (the fused kernel when config.fused_kernels).
-at::Tensor norm(torch::nn::LayerNorm& ln, const at::Tensor& x, bool fused) {
-  return fused ? kernels::layer_norm(x, ln->weight, ln->bias, ln->options.eps()) : ln(x);
-}
-
-}  // namespace
 
 TensorParallelGpt::TensorParallelGpt(models::Gpt model, comm::Group& tensor,
                                      const TensorSliceBuild* built)
@@ -56,7 +49,8 @@ at::Tensor TensorParallelGpt::block_forward(models::Block& block, const at::Tens
   // Attention: f, column-parallel QKV of this rank's heads, attention over them, row-parallel
   // output projection, g, then the (whole) bias and the residual dropout.
   const bool fused = c.fused_kernels;
-  const at::Tensor a = copy_to_tensor_region(norm(block->ln_1, x, fused), tensor_group());
+  const at::Tensor a =
+      copy_to_tensor_region(apply_layer_norm(block->ln_1, x, fused), tensor_group());
   auto qkv = torch::linear(a, attn.c_attn->weight, attn.c_attn->bias).chunk(3, 2);
   const at::Tensor y = models::causal_attention(qkv[0], qkv[1], qkv[2], local_heads, c.dropout,
                                                 training, fused, heads);
@@ -64,7 +58,8 @@ at::Tensor TensorParallelGpt::block_forward(models::Block& block, const at::Tens
   if (attn.c_proj->bias.defined()) out = out + attn.c_proj->bias;
   const at::Tensor h = x + torch::dropout(out, c.dropout, training);
   // MLP: f, column-parallel up projection and GELU, row-parallel down projection, g, bias.
-  const at::Tensor m = copy_to_tensor_region(norm(block->ln_2, h, fused), tensor_group());
+  const at::Tensor m =
+      copy_to_tensor_region(apply_layer_norm(block->ln_2, h, fused), tensor_group());
   const at::Tensor pre = torch::linear(m, mlp.c_fc->weight, mlp.c_fc->bias);
   const at::Tensor up = fused ? kernels::gelu_tanh(pre) : torch::gelu(pre, "tanh");
   at::Tensor down =
@@ -85,7 +80,8 @@ at::Tensor TensorParallelGpt::head_loss(const at::Tensor& hidden, const at::Tens
   auto& gpt = *model_;
   // The head is tied to this rank's vocabulary rows: logits [B, T, V/T], never gathered.
   const at::Tensor logits = torch::linear(
-      copy_to_tensor_region(norm(gpt.ln_f, hidden, gpt.config().fused_kernels), tensor_group()),
+      copy_to_tensor_region(apply_layer_norm(gpt.ln_f, hidden, gpt.config().fused_kernels),
+                            tensor_group()),
       gpt.wte->weight);
   return vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
                                       vocab_start(), tensor_group());
