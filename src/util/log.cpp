@@ -43,10 +43,11 @@ void set_level(Level level) { g_level = static_cast<int>(level); }
 void write(Level level, const std::string& message) {
   if (static_cast<int>(level) < g_level.load()) return;
   int rank = g_rank.load();
+  // The launcher's prefix (launch/rank_output.h), so that relayed lines carry it once.
   if (rank >= 0)
-    std::fprintf(stderr, "[deepshard rank %d] %s: %s\n", rank, level_name(level), message.c_str());
+    std::fprintf(stderr, "[rank %d] %s: %s\n", rank, level_name(level), message.c_str());
   else
-    std::fprintf(stderr, "[deepshard] %s: %s\n", level_name(level), message.c_str());
+    std::fprintf(stderr, "deepshard: %s: %s\n", level_name(level), message.c_str());
   std::fflush(stderr);
 }
 

@@ -1,5 +1,6 @@
-// Process-wide logging to stderr with a "[deepshard rank R]" prefix. The rank is set once after
-// rendezvous; before that the prefix carries no rank.
+// Process-wide logging to stderr, one line per message: "[rank R] info: ..." once the rank is set
+// (after rendezvous; the launcher relays such lines without adding its own "[rank R] " again),
+// "deepshard: info: ..." before.
 #pragma once
 
 #include <optional>
