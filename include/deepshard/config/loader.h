@@ -57,10 +57,6 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
 std::vector<std::string> unsupported_features(const DsConfig& config);
 // Throws ConfigError listing unsupported_features(config), one a line, unless there are none.
 void check_supported(const DsConfig& config);
-// The key paths of that table, and the keys accepted that change nothing in a run yet (both in
-// src/config/support.cpp; docs/config.md's status column follows them).
-std::vector<std::string> unsupported_keys();
-std::vector<std::string> ignored_keys();
 
 // Model size presets (each architecture's, in `archs`): fills the zero fields of `model` from its
 // preset (an empty model.arch becomes the first architecture's name); throws ConfigError for an
