@@ -378,7 +378,7 @@ TEST_F(CheckpointResumeTest, TensorParallelReshards) {
 }
 
 // The tensor-parallel Llama (q/k/v, gate/up, o/down, the embedding and the untied head split by
-// parallel::tensor_split's rule).
+// the Llama's tensor-parallel plan).
 TEST_F(CheckpointResumeTest, TensorParallelLlamaReshards) {
   expect_reshards("tpl", {{{.data = 2, .tensor = 2, .stage = 1}, {.data = 2, .stage = 3}}}, llama);
 }
