@@ -94,7 +94,9 @@ TEST(ArchRegistry, ShapesCountsAndPipelineItemsMatchTheBuiltModel) {
     EXPECT_EQ(arch.parameter_count(m), model->num_parameters()) << name;
     const std::string tied = arch.tied_parameter(m);
     EXPECT_EQ(plan.tied().empty(), tied.empty()) << name;
-    if (!tied.empty()) EXPECT_EQ(plan.tied().front().param, tied);
+    if (!tied.empty()) {
+      EXPECT_EQ(plan.tied().front().param, tied);
+    }
   }
 }
 
