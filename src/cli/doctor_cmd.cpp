@@ -1,12 +1,14 @@
 // `deepshard doctor [--ranks N]`: what this machine gives a rank: CPU model and ISA, the OpenBLAS
 // kernels (and whether deepshard replaced a generic fallback core), threads per rank, the oneDNN
-// version and whether the fp32 Linear layers run on its sgemm (numerically checked), measured fp32
-// and bf16 matmul GFLOP/s with those threads, and the faster precision.
+// version and whether the fp32 Linear layers run on its sgemm (numerically checked), how bf16
+// models multiply (the automatic choice of --bf16-compute), measured fp32 and bf16 matmul GFLOP/s
+// with those threads, and the faster precision.
 #include <cstdio>
 #include <string>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
+#include "deepshard/kernels/bf16_compute.h"
 #include "deepshard/platform/blas_kernels.h"
 #include "deepshard/platform/cpu_info.h"
 #include "deepshard/platform/dnnl_sgemm.h"
@@ -19,13 +21,14 @@ namespace {
 const char* kUsage =
     "usage: deepshard doctor [--ranks N] [--size S]\n"
     "\n"
-    "Prints the CPU model and vector ISA, the OpenBLAS core in use (a generic fallback core on an\n"
-    "AVX2/AVX-512 CPU is replaced by the matching OPENBLAS_CORETYPE, as `deepshard launch` does for\n"
-    "its ranks, unless OPENBLAS_CORETYPE is set), the threads each of N local ranks gets (cores / N,\n"
-    "default N = 1), the oneDNN version, whether fp32 Linear layers run on oneDNN's sgemm (checked\n"
-    "against a double-precision reference), and the fp32 and bf16 GFLOP/s of an SxS matmul (default\n"
-    "1024) with that many threads: the peak `deepshard train` reports MFU against. It ends with the\n"
-    "precision that is faster here (bf16.enabled in the run file).\n";
+    "Prints the CPU model and vector ISA, the OpenBLAS core in use (a generic fallback core on\n"
+    "an AVX2/AVX-512 CPU is replaced by the matching OPENBLAS_CORETYPE, as `deepshard launch`\n"
+    "does for its ranks, unless OPENBLAS_CORETYPE is set), the threads each of N local ranks gets\n"
+    "(cores / N, default N = 1), the oneDNN version, whether fp32 Linear layers run on oneDNN's\n"
+    "sgemm (checked against a double-precision reference), how bf16 models multiply here\n"
+    "(train's --bf16-compute auto), and the fp32 and bf16 GFLOP/s of an SxS matmul (default\n"
+    "1024) with that many threads: the peak `deepshard train` reports MFU against. It ends with\n"
+    "the precision that is faster here (bf16.enabled in the run file).\n";
 
 }  // namespace
 
@@ -52,16 +55,25 @@ int run_doctor_command(const Args& args) {
   std::printf("isa:              %s\n", cpu.isa().c_str());
   std::printf("blas:             %s\n", blas.c_str());
   std::printf("openblas core:    %s\n", platform::openblas_corename().c_str());
-  std::printf("threads per rank: %d (%lld local rank(s))\n", threads, static_cast<long long>(ranks));
+  std::printf("threads per rank: %d (%lld local rank(s))\n", threads,
+              static_cast<long long>(ranks));
   std::printf("onednn:           %s\n", onednn.empty() ? "not loaded" : onednn.c_str());
   std::printf("linear layers:    %s\n", platform::dnnl_sgemm_status().c_str());
+  const kernels::Bf16ComputeChoice bf16_compute = kernels::choose_bf16_compute("auto", cpu);
+  std::printf("bf16 compute:     %s (%s)\n", kernels::to_string(bf16_compute.compute),
+              bf16_compute.reason.c_str());
   std::fflush(stdout);
   const double fp32 = train::measure_matmul_gflops(at::kFloat, size, 1.0);
   std::printf("matmul fp32:      %.1f GFLOP/s (%lldx%lld, %d thread(s))\n", fp32,
               static_cast<long long>(size), static_cast<long long>(size), threads);
   std::fflush(stdout);
   const double bf16 = train::measure_matmul_gflops(at::kBFloat16, size, 1.0);
-  std::printf("matmul bf16:      %.1f GFLOP/s\n", bf16);
+  std::printf("matmul bf16:      %.1f GFLOP/s (libtorch's bf16 kernels)\n", bf16);
+  if (bf16_compute.compute == kernels::Bf16Compute::kFp32) {
+    // bf16 models multiply in fp32 here: at fp32's matmul speed, with bf16's memory and bytes.
+    std::printf("fastest precision: fp32 matmuls either way (bf16 computes in fp32 here)\n");
+    return 0;
+  }
   std::printf("fastest precision: %s (%.2fx the other)\n", bf16 > fp32 ? "bf16" : "fp32",
               bf16 > fp32 ? bf16 / fp32 : fp32 / bf16);
   return 0;

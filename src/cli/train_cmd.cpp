@@ -1,4 +1,5 @@
-// `deepshard train --config RUN.json [--deepspeed DS.json] [--set key.path=value]...`: reads the
+// `deepshard train --config RUN.json [--deepspeed DS.json] [--set key.path=value]...
+// [--bf16-compute auto|native|fp32]`: reads the
 // run file, merges a plain DeepSpeed file and the overrides, joins the process group from the
 // environment (run it under `deepshard launch`, mpirun or srun for several ranks) and trains.
 #include <atomic>
@@ -15,10 +16,12 @@
 #include "deepshard/config/loader.h"
 #include "deepshard/config/parallel_config.h"
 #include "deepshard/io/aio_options.h"
+#include "deepshard/kernels/bf16_compute.h"
 #include "deepshard/models/registry.h"
 #include "deepshard/parallel/process_groups.h"
 #include "deepshard/parallel/rank_grid.h"
 #include "deepshard/platform/blas_kernels.h"
+#include "deepshard/platform/cpu_info.h"
 #include "deepshard/platform/heap_policy.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/util/log.h"
@@ -28,6 +31,7 @@ namespace {
 
 const char* kUsage =
     "usage: deepshard train --config RUN.json [--deepspeed DS.json] [--set key.path=value]...\n"
+    "                       [--memory-report] [--bf16-compute auto|native|fp32]\n"
     "\n"
     "Trains the model as the run file says. RUN.json holds DeepSpeed keys (zero_optimization,\n"
     "optimizer, scheduler, train_batch_size, ...) and deepshard's sections model, data, train\n"
@@ -36,6 +40,10 @@ const char* kUsage =
     "--set zero_optimization.reduce_bucket_size=1e6 --set train.steps=50.\n"
     "--memory-report (= --set train.memory_report=true): rank 0 prints the memory ledger by\n"
     "category beside `deepshard estimate`'s prediction for the run (summary.json has it always).\n"
+    "--bf16-compute auto|native|fp32: how a bf16 model multiplies. auto (the default): in fp32\n"
+    "from its bf16 operands unless the CPU has bf16 arithmetic (AVX512-BF16, AMX) and libtorch's\n"
+    "bf16 matmul passes a numeric check; native: libtorch's bf16 kernels; fp32: always fp32.\n"
+    "Parameters, gradients and communication stay bf16 either way.\n"
     "Several ranks: deepshard launch -n 2 -- deepshard train --config RUN.json\n";
 
 // Test hook (the executable installs it; the library never reads the environment):
@@ -56,7 +64,7 @@ void install_swap_fault_for_tests(int rank) {
 }  // namespace
 
 int run_train_command(const Args& args) {
-  ArgParser parser({"config", "deepspeed", "set"}, {"help", "memory-report"});
+  ArgParser parser({"config", "deepspeed", "set", "bf16-compute"}, {"help", "memory-report"});
   parser.parse(args);
   if (parser.print_help_if_asked(kUsage)) return 0;
   parser.reject_positional();
@@ -77,9 +85,19 @@ int run_train_command(const Args& args) {
   for (const auto& assignment : parser.get_all("set")) config::apply_override(json, assignment);
   if (parser.has("memory-report")) config::apply_override(json, "train.memory_report=true");
 
+  // How bf16 models multiply on this machine (kernels/bf16_compute.h), once, before anything is
+  // built; the start-up line and summary.json's platform section say which and why.
+  const kernels::Bf16ComputeChoice bf16_compute = kernels::choose_bf16_compute(
+      parser.get("bf16-compute").value_or("auto"), platform::detect_cpu());
+  kernels::set_bf16_compute(bf16_compute);
+
   const auto info = comm::rendezvous_from_env();
   log::set_rank(info.rank);
-  if (info.rank == 0) log::info("BLAS: ", blas, "; heap: ", heap.reason);
+  if (info.rank == 0) {
+    log::info("BLAS: ", blas, "; heap: ", heap.reason,
+              "; bf16 compute: ", kernels::to_string(bf16_compute.compute), " (",
+              bf16_compute.reason, ")");
+  }
   install_swap_fault_for_tests(info.rank);
   std::vector<std::string> warnings;
   const auto run =

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <vector>
 
+#include "deepshard/kernels/bf16_compute.h"
 #include "deepshard/platform/dnnl_sgemm.h"
 #include "deepshard/util/error.h"
 #include "kernels/causal_softmax_rows.h"
@@ -134,16 +135,24 @@ struct BlockedCausalAttention : torch::autograd::Function<BlockedCausalAttention
 }  // namespace
 
 bool blocked_attention_supported(const at::Tensor& qkv, int64_t n_head) {
-  return qkv.device().is_cpu() && qkv.layout() == at::kStrided && qkv.scalar_type() == at::kFloat &&
-         qkv.dim() == 3 && qkv.is_contiguous() && n_head > 0 && qkv.size(2) % (3 * n_head) == 0 &&
-         qkv.numel() > 0 && platform::dnnl_sgemm_usable();
+  const bool dtype = qkv.scalar_type() == at::kFloat ||
+                     (qkv.scalar_type() == at::kBFloat16 && bf16_compute() == Bf16Compute::kFp32);
+  return qkv.device().is_cpu() && qkv.layout() == at::kStrided && dtype && qkv.dim() == 3 &&
+         qkv.is_contiguous() && n_head > 0 && qkv.size(2) % (3 * n_head) == 0 && qkv.numel() > 0 &&
+         platform::dnnl_sgemm_usable();
 }
 
 at::Tensor causal_attention(const at::Tensor& qkv, int64_t n_head) {
   DS_CHECK(
       blocked_attention_supported(qkv, n_head), Error,
-      "causal_attention: needs contiguous fp32 CPU qkv [B, T, 3C] with C a multiple of n_head (",
+      "causal_attention: needs contiguous fp32 CPU qkv [B, T, 3C] (or bf16 computed in fp32) with "
+      "C a multiple of n_head (",
       n_head, ") and oneDNN's sgemm; got ", qkv.sizes(), " ", qkv.scalar_type());
+  // bf16 computed in fp32 (bf16_compute.h): the kernel on an fp32 copy of qkv, y rounded to bf16
+  // once; autograd converts the gradient back to bf16 for qkv.
+  if (qkv.scalar_type() == at::kBFloat16) {
+    return causal_attention(qkv.to(at::kFloat), n_head).to(at::kBFloat16);
+  }
   // Named for the flops profiler (profiling/op_flops.cpp counts the full products, as unfused).
   return record_op("deepshard::causal_attention", {qkv, n_head},
                    [&] { return BlockedCausalAttention::apply(qkv, n_head); });

@@ -1,9 +1,11 @@
 // The oneDNN linear (linear.h): forward y = x Wᵀ (+ b, written first and accumulated with beta 1),
-// backward dX = dY W, dW = dYᵀ X, db = column sums of dY; x is viewed as [rows, in].
+// backward dX = dY W, dW = dYᵀ X, db = column sums of dY; x is viewed as [rows, in]. bf16 operands
+// (bf16 computed in fp32) are converted to fp32 copies at each product, and results rounded once.
 #include "deepshard/kernels/linear.h"
 
 #include <torch/torch.h>
 
+#include "deepshard/kernels/bf16_compute.h"
 #include "deepshard/platform/dnnl_sgemm.h"
 #include "kernels/dnnl_threads.h"
 #include "kernels/record_op.h"
@@ -11,10 +13,23 @@
 namespace deepshard::kernels {
 namespace {
 
-bool dense_fp32_cpu(const at::Tensor& t) {
-  return t.device().is_cpu() && t.layout() == at::kStrided && t.scalar_type() == at::kFloat &&
+bool dense_cpu(const at::Tensor& t, at::ScalarType dtype) {
+  return t.device().is_cpu() && t.layout() == at::kStrided && t.scalar_type() == dtype &&
          t.is_contiguous() && !t.is_neg() && !t.is_conj();
 }
+
+// x, weight and bias (if defined) all dense CPU tensors of `dtype`, of matching shapes.
+bool dense_operands(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                    at::ScalarType dtype) {
+  if (!dense_cpu(x, dtype) || !dense_cpu(weight, dtype) || weight.dim() != 2 || x.dim() < 1 ||
+      x.size(-1) != weight.size(1) || x.numel() == 0 || weight.numel() == 0)
+    return false;
+  return !bias.defined() ||
+         (dense_cpu(bias, dtype) && bias.dim() == 1 && bias.size(0) == weight.size(0));
+}
+
+// The operand in fp32: itself when it is fp32, else an fp32 copy (bf16 computed in fp32).
+at::Tensor as_fp32(const at::Tensor& t) { return t.to(at::kFloat).contiguous(); }
 
 // Row-major C [m, n] = op(A) op(B) (+ C when accumulate) on torch's intra-op thread count.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const at::Tensor& a,
@@ -30,12 +45,12 @@ at::Tensor linear_forward(torch::autograd::AutogradContext* ctx, const at::Tenso
   const int64_t in = weight.size(1), out = weight.size(0), rows = x.numel() / in;
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = out;
-  at::Tensor y = at::empty(sizes, x.options());
+  at::Tensor y = at::empty(sizes, x.options().dtype(at::kFloat));
   at::Tensor y2 = y.view({rows, out});
   if (bias.defined()) y2.copy_(bias.expand({rows, out}));
-  gemm(false, true, rows, out, in, x, weight, y2, bias.defined());
-  ctx->save_for_backward({x, weight});
-  return y;
+  gemm(false, true, rows, out, in, as_fp32(x), as_fp32(weight), y2, bias.defined());
+  ctx->save_for_backward({x, weight});  // in their own dtype: bf16 stays bf16 until backward
+  return y.to(x.scalar_type());
 }
 
 // {dX, dW, db} (db only when `bias`), each only when its input needs it.
@@ -48,15 +63,16 @@ torch::autograd::variable_list linear_backward(torch::autograd::AutogradContext*
   const at::Tensor dy = grad.to(at::kFloat).contiguous().view({rows, out});
   torch::autograd::variable_list grads(bias ? 3 : 2);
   if (ctx->needs_input_grad(0)) {
-    grads[0] = at::empty_like(x);
-    at::Tensor dx = grads[0].view({rows, in});
-    gemm(false, false, rows, in, out, dy, weight, dx, false);
+    at::Tensor dx = at::empty({rows, in}, dy.options());
+    gemm(false, false, rows, in, out, dy, as_fp32(weight), dx, false);
+    grads[0] = dx.view(x.sizes()).to(x.scalar_type());
   }
   if (ctx->needs_input_grad(1)) {
-    grads[1] = at::empty_like(weight);
-    gemm(true, false, out, in, rows, dy, x.view({rows, in}), grads[1], false);
+    at::Tensor dw = at::empty({out, in}, dy.options());
+    gemm(true, false, out, in, rows, dy, as_fp32(x).view({rows, in}), dw, false);
+    grads[1] = dw.to(weight.scalar_type());
   }
-  if (bias && ctx->needs_input_grad(2)) grads[2] = dy.sum(0);
+  if (bias && ctx->needs_input_grad(2)) grads[2] = dy.sum(0).to(weight.scalar_type());
   return grads;
 }
 
@@ -86,17 +102,23 @@ struct DnnlLinearNoBias : torch::autograd::Function<DnnlLinearNoBias> {
 }  // namespace
 
 bool dnnl_linear_supported(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  if (!dense_fp32_cpu(x) || !dense_fp32_cpu(weight) || weight.dim() != 2 || x.dim() < 1 ||
-      x.size(-1) != weight.size(1) || x.numel() == 0 || weight.numel() == 0)
-    return false;
-  if (bias.defined() &&
-      (!dense_fp32_cpu(bias) || bias.dim() != 1 || bias.size(0) != weight.size(0)))
-    return false;
-  return platform::dnnl_sgemm_usable();
+  const bool operands =
+      dense_operands(x, weight, bias, at::kFloat) ||
+      (bf16_compute() == Bf16Compute::kFp32 && dense_operands(x, weight, bias, at::kBFloat16));
+  return operands && platform::dnnl_sgemm_usable();
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  if (!dnnl_linear_supported(x, weight, bias)) return torch::linear(x, weight, bias);
+  if (!dnnl_linear_supported(x, weight, bias)) {
+    // bf16 computed in fp32 without oneDNN's sgemm (not built, or refused): libtorch's fp32
+    // matmul on fp32 copies (autograd keeps the copies until backward).
+    if (bf16_compute() == Bf16Compute::kFp32 && dense_operands(x, weight, bias, at::kBFloat16)) {
+      return torch::linear(x.to(at::kFloat), weight.to(at::kFloat),
+                           bias.defined() ? bias.to(at::kFloat) : bias)
+          .to(at::kBFloat16);
+    }
+    return torch::linear(x, weight, bias);
+  }
   // Named for the flops profiler (profiling/op_flops.cpp counts it as aten::linear).
   return record_op("deepshard::linear", {x, weight, bias}, [&] {
     return bias.defined() ? DnnlLinear::apply(x, weight, bias) : DnnlLinearNoBias::apply(x, weight);

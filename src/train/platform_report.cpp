@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "deepshard/kernels/bf16_compute.h"
 #include "deepshard/platform/blas_kernels.h"
 #include "deepshard/platform/cpu_info.h"
 #include "deepshard/platform/heap_policy.h"
@@ -23,7 +24,9 @@ nlohmann::json platform_json() {
           {"blas", blas.reason},
           {"intra_op_threads", at::get_num_threads()},
           {"onednn", onednn_version()},
-          {"heap", platform::heap_policy_status()}};
+          {"heap", platform::heap_policy_status()},
+          {"bf16_compute", kernels::to_string(kernels::bf16_compute_choice().compute)},
+          {"bf16_compute_reason", kernels::bf16_compute_choice().reason}};
 }
 
 }  // namespace deepshard::train

@@ -1,5 +1,6 @@
 // What summary.json says about the machine a run used: CPU, ISA, the OpenBLAS core and the
-// OPENBLAS_CORETYPE the rank ran with, intra-op threads.
+// OPENBLAS_CORETYPE the rank ran with, intra-op threads, how bf16 models multiply
+// (kernels/bf16_compute.h).
 #pragma once
 
 #include <nlohmann/json.hpp>

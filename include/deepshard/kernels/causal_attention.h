@@ -7,6 +7,8 @@
 // masked softmax runs on the block's rows while they are in cache (the rows of
 // kernels/causal_softmax). The backward recomputes nothing: it keeps the probabilities
 // [B, n_head, T, T] (as the unfused path does) and computes dq, dk, dv by blocks the same way.
+// A bf16 qkv runs it on an fp32 copy (y rounded to bf16) when bf16 models compute in fp32
+// (bf16_compute.h); the probabilities kept for backward are then fp32, as are the copy of qkv.
 // Only for contiguous fp32 CPU qkv with oneDNN's sgemm usable (blocked_attention_supported; the
 // caller keeps its libtorch sequence otherwise — matmul, causal_softmax, matmul — which is also
 // the reference) and without attention dropout (the caller's to check).

@@ -5,14 +5,18 @@
 // views, empty inputs, a build without oneDNN, or a oneDNN that failed its numeric check) falls
 // back to torch::linear, which is also what `model.fused_kernels: false` runs. The sgemm runs on
 // torch's intra-op thread count (at::get_num_threads; Debian's oneDNN and libtorch share libgomp).
-// The backward is not itself differentiable (no double backward).
+// bf16 operands take it too when bf16 models compute in fp32 (bf16_compute.h): each product reads
+// fp32 copies of its bf16 operands (converted on the fly; the tensors kept for backward stay bf16)
+// and rounds its result to bf16 once; without a usable oneDNN sgemm, libtorch's fp32 matmul on
+// fp32 copies. The backward is not itself differentiable (no double backward).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 namespace deepshard::kernels {
 
-// True when linear(x, weight, bias) runs on dnnl_sgemm for these tensors (bias may be undefined).
+// True when linear(x, weight, bias) runs on dnnl_sgemm for these tensors (bias may be undefined):
+// fp32, or bf16 computed in fp32.
 bool dnnl_linear_supported(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // x [..., in], weight [out, in], bias [out] or undefined -> [..., out].

@@ -14,6 +14,7 @@
 #include "deepshard/activation/checkpoint.h"
 #include "deepshard/kernels/causal_attention.h"
 #include "deepshard/kernels/fused_ops.h"
+#include "deepshard/kernels/matmul.h"
 #include "deepshard/models/attention.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/util/error.h"
@@ -71,7 +72,7 @@ at::Tensor causal_attention(const at::Tensor& q_in, const at::Tensor& k_in, cons
   };
   const at::Tensor q = heads(q_in), k = heads(k_in), v = heads(v_in);
   const double scale = 1.0 / std::sqrt(double(head_size));
-  at::Tensor att = torch::matmul(q, k.transpose(-2, -1));
+  at::Tensor att = kernels::matmul(q, k.transpose(-2, -1));
   if (fused) {
     att = kernels::causal_softmax(att, scale);  // scale, mask and softmax in one pass
   } else {
@@ -83,7 +84,7 @@ at::Tensor causal_attention(const at::Tensor& q_in, const at::Tensor& k_in, cons
   att = heads_held.total > n_head
             ? dropout_slice(att, dropout, training, /*dim=*/1, heads_held.first, heads_held.total)
             : torch::dropout(att, dropout, training);
-  return torch::matmul(att, v).transpose(1, 2).contiguous().view({batch, seq, width});
+  return kernels::matmul(att, v).transpose(1, 2).contiguous().view({batch, seq, width});
 }
 
 at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {

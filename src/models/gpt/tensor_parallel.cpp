@@ -6,6 +6,7 @@
 
 #include "deepshard/activation/checkpoint.h"
 #include "deepshard/kernels/fused_ops.h"
+#include "deepshard/kernels/linear.h"
 #include "deepshard/models/attention.h"
 #include "deepshard/models/tensor_ops.h"
 #include "deepshard/models/tensor_parallel_gpt.h"
@@ -13,6 +14,17 @@
 #include "models/layer_norm_call.h"
 
 namespace deepshard::models {
+namespace {
+
+// x Wᵀ (+ b) as libtorch computes it for fp32 (the tensor-parallel blocks' products); bf16 goes
+// through kernels::linear, which multiplies in fp32 when bf16 models compute in fp32
+// (kernels/bf16_compute.h) and is torch::linear otherwise.
+at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {}) {
+  return x.scalar_type() == at::kBFloat16 ? kernels::linear(x, weight, bias)
+                                          : torch::linear(x, weight, bias);
+}
+
+}  // namespace
 
 TensorParallelGpt::TensorParallelGpt(models::Gpt model, comm::Group& tensor,
                                      const TensorSliceBuild* built)
@@ -51,19 +63,18 @@ at::Tensor TensorParallelGpt::block_forward(models::Block& block, const at::Tens
   const bool fused = c.fused_kernels;
   const at::Tensor a =
       copy_to_tensor_region(apply_layer_norm(block->ln_1, x, fused), tensor_group());
-  auto qkv = torch::linear(a, attn.c_attn->weight, attn.c_attn->bias).chunk(3, 2);
+  auto qkv = project(a, attn.c_attn->weight, attn.c_attn->bias).chunk(3, 2);
   const at::Tensor y = models::causal_attention(qkv[0], qkv[1], qkv[2], local_heads, c.dropout,
                                                 training, fused, heads);
-  at::Tensor out = reduce_from_tensor_region(torch::linear(y, attn.c_proj->weight), tensor_group());
+  at::Tensor out = reduce_from_tensor_region(project(y, attn.c_proj->weight), tensor_group());
   if (attn.c_proj->bias.defined()) out = out + attn.c_proj->bias;
   const at::Tensor h = x + torch::dropout(out, c.dropout, training);
   // MLP: f, column-parallel up projection and GELU, row-parallel down projection, g, bias.
   const at::Tensor m =
       copy_to_tensor_region(apply_layer_norm(block->ln_2, h, fused), tensor_group());
-  const at::Tensor pre = torch::linear(m, mlp.c_fc->weight, mlp.c_fc->bias);
+  const at::Tensor pre = project(m, mlp.c_fc->weight, mlp.c_fc->bias);
   const at::Tensor up = fused ? kernels::gelu_tanh(pre) : torch::gelu(pre, "tanh");
-  at::Tensor down =
-      reduce_from_tensor_region(torch::linear(up, mlp.c_proj->weight), tensor_group());
+  at::Tensor down = reduce_from_tensor_region(project(up, mlp.c_proj->weight), tensor_group());
   if (mlp.c_proj->bias.defined()) down = down + mlp.c_proj->bias;
   return h + torch::dropout(down, c.dropout, training);
 }
@@ -79,7 +90,7 @@ at::Tensor TensorParallelGpt::embed(const at::Tensor& idx) {
 at::Tensor TensorParallelGpt::head_loss(const at::Tensor& hidden, const at::Tensor& targets) {
   auto& gpt = *model_;
   // The head is tied to this rank's vocabulary rows: logits [B, T, V/T], never gathered.
-  const at::Tensor logits = torch::linear(
+  const at::Tensor logits = project(
       copy_to_tensor_region(apply_layer_norm(gpt.ln_f, hidden, gpt.config().fused_kernels),
                             tensor_group()),
       gpt.wte->weight);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "deepshard/activation/checkpoint.h"
+#include "deepshard/kernels/matmul.h"
 #include "deepshard/models/llama.h"
 #include "deepshard/util/error.h"
 #include "models/linear_call.h"
@@ -89,9 +90,9 @@ at::Tensor llama_attention(const at::Tensor& q_in, const at::Tensor& k_in, const
   const at::Tensor mask =
       torch::full({seq, seq}, -std::numeric_limits<double>::infinity(), q_in.options()).triu(1);
   const at::Tensor scores =
-      torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim))) + mask;
+      kernels::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim))) + mask;
   const at::Tensor att = torch::softmax(scores, /*dim=*/-1, at::kFloat).to(q.scalar_type());
-  return torch::matmul(att, v).transpose(1, 2).contiguous().view({batch, seq, n_head * head_dim});
+  return kernels::matmul(att, v).transpose(1, 2).contiguous().view({batch, seq, n_head * head_dim});
 }
 
 at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x) {
