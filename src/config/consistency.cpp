@@ -55,10 +55,6 @@ void check_consistency(const DsConfig& c, Diagnostics& diag) {
     diag.warn("zero_optimization.offload_param",
               "only used by ZeRO stage 3; ignored at stage " + std::to_string(stage));
   }
-  if (c.zero.elastic_checkpoint && stage == 3) {
-    diag.warn("zero_optimization.elastic_checkpoint",
-              "not supported by ZeRO stage 3 (use universal checkpoints); ignored");
-  }
 
   // DeepSpeed asserts these in its stage 1/2 optimizer and at stage 3 (reduce_scatter is true).
   if ((c.zero.reduce_scatter && stage >= 1) || stage == 3) {

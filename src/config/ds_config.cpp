@@ -39,12 +39,6 @@ namespace detail {
 
 namespace {
 
-// Top-level keys DeepSpeed knows that deepshard accepts and ignores (no effect on a run here).
-const char* const kIgnoredTopLevel[] = {"vocabulary_size",  "disable_allgather",
-                                        "graph_harvesting", "use_data_before_expert_parallelism",
-                                        "log_level",        "seq_parallel_comm_data_type",
-                                        "timers",           "allgather_size"};
-
 // A run file's own sections: not DeepSpeed keys, parsed by parse_run_config.
 const std::vector<std::string> kRunSections = {"model", "data", "train", "comm"};
 
@@ -65,6 +59,19 @@ void visit_top_level(S& s, C& c, const AutoValues& av) {
   s.field("zero_allow_untested_optimizer", c.zero_allow_untested_optimizer);
   s.field("zero_force_ds_cpu_optimizer", c.zero_force_ds_cpu_optimizer);
   s.field("sequence_parallel_size", c.sequence_parallel_size, Check::at_least(1));
+  s.field("seq_parallel_communication_data_type", c.seq_parallel_communication_data_type);
+  s.field("vocabulary_size", c.vocabulary_size, Check::at_least(0));
+  s.field("disable_allgather", c.disable_allgather);
+  s.field("graph_harvesting", c.graph_harvesting);
+  s.field("use_data_before_expert_parallelism", c.use_data_before_expert_parallelism);
+  s.field("log_level", c.log_level,
+          Check::one_of({"debug", "info", "warning", "error", "critical"}));
+  auto timers = s.child("timers");
+  auto throughput = timers.child("throughput");
+  throughput.field("enabled", c.timers.throughput_enabled);
+  throughput.field("synchronized", c.timers.throughput_synchronized);
+  throughput.finish();
+  timers.finish();
 }
 
 // The batch keys as given. The run's micro batch size and accumulation steps also fill their keys
@@ -119,7 +126,6 @@ DsConfig parse_ds_config(const nlohmann::json& json, const ResolveContext& conte
   parse_optimizer(root, config, av);
   parse_features(root, config);
   const ParallelConfig parallel = parse_parallel(root, config);
-  for (const char* key : kIgnoredTopLevel) root.declare(key);
   root.finish(/*warn_only=*/true, run_file ? kRunSections : std::vector<std::string>{});
 
   // The batch triple counts data-parallel replicas: the job's ranks (context.dp_world_size)

@@ -18,7 +18,7 @@ const char* const kOpaqueSections[] = {"amp",
                                        "data_efficiency",
                                        "curriculum_learning",
                                        "nebula",
-                                       "datastates",
+                                       "datastates_ckpt",
                                        "hybrid_engine",
                                        "compile",
                                        "expert_parallel",
@@ -115,6 +115,7 @@ void visit_checkpoint(S& s, C& c) {
   s.field("tag_validation", c.tag_validation, Check::one_of({"Ignore", "Warn", "Fail"}, true));
   s.field("load_universal", c.load_universal);
   s.field("use_node_local_storage", c.use_node_local_storage);
+  s.field("checkpoint_serialization", c.checkpoint_serialization);
   s.declare("writer");  // a pluggable checkpoint engine: recognised by name only
   auto parallel_write = s.child("parallel_write");
   parallel_write.field("pipeline_stage", c.parallel_write_pipeline_stage);

@@ -25,10 +25,15 @@ const std::vector<KeyRow> kTable = {
     {"managed_gradient_accumulation", S::kRefused, ""},
     {"sequence_parallel_size", S::kRefused, ""},
     {"communication_data_type", S::kDoes, ""},
+    {"seq_parallel_communication_data_type", S::kWarned, "no sequence parallelism (sequence_parallel_size > 1 is refused)"},
+    {"disable_allgather", S::kWarned, "DeepSpeed reads it and uses it nowhere; the ZeRO engines always all-gather updated parameters"},
+    {"use_data_before_expert_parallelism", S::kWarned, "it orders mixture-of-experts process groups, and deepshard has no expert parallelism"},
+    {"vocabulary_size", S::kWarned, "DeepSpeed only uses it to warn about GPU tensor-core alignment in fp16; the model's vocabulary comes from model.vocab_size"},
     {"data_types.", S::kRefused, ""},
     // optimizer and schedule
     {"optimizer.type", S::kRefused, ""},
     {"optimizer.params.amsgrad", S::kRefused, ""},
+    {"optimizer.legacy_fusion", S::kWarned, "it selects DeepSpeed's old fused-Adam FP16 optimizer; deepshard has one fused AdamW"},
     {"optimizer.params.", S::kDoes, ""},
     {"optimizer.params.torch_adam", S::kWarned, "deepshard always runs its own fused AdamW (the same update as torch.optim.Adam/AdamW)"},
     {"scheduler", S::kDoes, ""},
@@ -47,14 +52,15 @@ const std::vector<KeyRow> kTable = {
     {"bf16.immediate_grad_update", S::kWarned, "gradients are accumulated in fp32 as they are reduced, with or without it"},
     {"torch_autocast.enabled", S::kRefused, ""},
     {"torch_autocast.", S::kWithFeature, "torch_autocast.enabled"},
+    {"graph_harvesting", S::kWarned, "it captures CUDA graphs of the bf16 optimizer's kernels; there is no GPU here"},
     // ZeRO
     {"zero_optimization.stage", S::kDoes, ""},
     {"zero_optimization.allgather_bucket_size", S::kDoes, ""},
-    {"zero_optimization.reduce_bucket_size", S::kDoes, ""},
+    {"zero_optimization.reduce_bucket_size", S::kDoes, ""},  // stages 0-2; stage 3 warns (zero_section.cpp)
     {"zero_optimization.reduce_scatter", S::kDoes, ""},
     {"zero_optimization.overlap_comm", S::kDoes, ""},
     {"zero_optimization.contiguous_gradients", S::kDoes, ""},
-    {"zero_optimization.elastic_checkpoint", S::kDoes, ""},  // checkpoints always reshard on load
+    {"zero_optimization.elastic_checkpoint", S::kWarned, "deepshard's checkpoints always reshard on load, at every stage, with or without it"},
     {"zero_optimization.stage3_max_live_parameters", S::kDoes, ""},
     {"zero_optimization.stage3_max_reuse_distance", S::kDoes, ""},
     {"zero_optimization.stage3_prefetch_bucket_size", S::kDoes, ""},
@@ -71,10 +77,10 @@ const std::vector<KeyRow> kTable = {
     {"zero_optimization.pipeline_loading_checkpoint", S::kWarned, "no pipeline parallelism"},
     {"zero_optimization.round_robin_gradients", S::kWarned, "it only spreads DeepSpeed's CPU-offload gradient copies across ranks; deepshard's offload copies each rank's own shard either way"},
     {"zero_optimization.save_muon_momentum_buffer_in_memory", S::kWarned, "no Muon optimizer"},
-    {"zero_optimization.stage3_allgather_sequential", S::kWarned, "each unit is gathered with one collective"},
-    {"zero_optimization.stage3_module_granularity_threshold", S::kWarned, "stage-3 units are the model's blocks (the sharding plan), not leaf modules"},
-    {"zero_optimization.stage3_partition_stream_chunk_size", S::kWarned, "no CUDA streams on this engine"},
-    {"zero_optimization.stage3_use_all_reduce_for_fetch_params", S::kWarned, "units are fetched with all-gathers"},
+    {"zero_optimization.stage3_allgather_sequential", S::kWarned, "each unit is gathered with one collective (zero_optimization.allgather_sequential is the same key)"},
+    {"zero_optimization.stage3_module_granularity_threshold", S::kWarned, "stage-3 units are the model's blocks (the sharding plan), not leaf modules (zero_optimization.module_granularity_threshold is the same key)"},
+    {"zero_optimization.stage3_partition_stream_chunk_size", S::kWarned, "no CUDA streams on this engine (zero_optimization.partition_stream_chunk_size is the same key)"},
+    {"zero_optimization.stage3_use_all_reduce_for_fetch_params", S::kWarned, "units are fetched with all-gathers (zero_optimization.use_all_reduce_for_fetch_params is the same key)"},
     {"zero_optimization.sub_group_size", S::kDoes, ""},  // offload_optimizer: elements per sub-group (offload.md)
     {"zero_optimization.use_multi_rank_bucket_allreduce", S::kWarned, "buckets are reduced with one collective each"},
     {"zero_optimization.offload_optimizer.", S::kDoes, ""},  // cpu, nvme (offload.md)
@@ -95,11 +101,15 @@ const std::vector<KeyRow> kTable = {
     // checkpoints
     {"checkpoint.tag_validation", S::kDoes, ""},
     {"checkpoint.load_universal", S::kRefused, ""},
+    {"checkpoint.checkpoint_serialization", S::kWarned, "it chooses torch.save's file format; deepshard writes its own shard files"},
     {"checkpoint.use_node_local_storage", S::kWarned, "every rank writes its own shard files under the run folder"},
     {"checkpoint.parallel_write.", S::kWarned, "no pipeline parallelism"},
     // monitoring and debugging
     {"steps_per_print", S::kDoes, ""},  // the progress-line interval unless train.log_interval is given
     {"wall_clock_breakdown", S::kDoes, ""},
+    {"timers.throughput.enabled", S::kWarned, "every step is timed for the progress line and metrics.jsonl either way"},
+    {"timers.throughput.synchronized", S::kWarned, "there is no device to synchronise: the step's CPU time is exact"},
+    {"log_level", S::kDoes, ""},  // Engine::initialize sets the log level, as DeepSpeed's engine
     {"memory_breakdown", S::kDoes, ""},
     {"dump_state", S::kWarned, "not implemented (deepshard config check prints the resolved config)"},
     {"dataloader_drop_last", S::kWarned, "deepshard's sampler draws whole windows: there is no partial batch to drop"},

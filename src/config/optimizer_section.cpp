@@ -138,8 +138,7 @@ void parse_optimizer_section(Section& root, OptimizerConfig& o, const AutoValues
   std::string type = o.type;
   s.field("type", type);
   o.type = canonical_optimizer(type, s);
-  bool legacy_fusion = false;
-  s.field("legacy_fusion", legacy_fusion);
+  s.field("legacy_fusion", o.legacy_fusion);
   Section params = s.child("params");
   if (!is_adam(o.type)) params.allow_unknown_keys();
   visit_optimizer_params(params, o, av, is_adam(o.type));
@@ -181,6 +180,7 @@ void parse_optimizer(Section& root, DsConfig& config, const AutoValues& av) {
 void write_optimizer(Writer& root, const DsConfig& config) {
   Writer optimizer = root.child("optimizer");
   optimizer.field("type", config.optimizer.type);
+  optimizer.field("legacy_fusion", config.optimizer.legacy_fusion);
   Writer params = optimizer.child("params");
   visit_optimizer_params(params, config.optimizer, AutoValues{}, true);
   if (config.scheduler.type.empty()) {

@@ -1,8 +1,7 @@
-// What the engine does not implement yet, as two tables: kUnsupported (a config that asks for the
-// feature is refused) and kIgnored (keys accepted that change nothing yet). The engine today: ZeRO
-// stages 0-3 in fp32, bf16 and fp16 (loss scaling), Adam/AdamW, the five DeepSpeed LR schedules,
-// gradient accumulation and clipping. When a feature lands, delete its rows here and update
-// docs/config.md (tests/config/config_doc_test.cpp checks its status column against both tables).
+// What the engine does not implement: the table of refusals (a config that asks for one of these
+// features is refused at start, naming the key) and the sections recognised only by name. What
+// every other key does is key_status.cpp's table; tests/config/key_status_test.cpp and
+// deepspeed_keys_test.cpp keep the two in agreement.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -80,66 +79,7 @@ const Row kUnsupported[] = {
 };
 // clang-format on
 
-// Keys validated and kept that change nothing in a run yet: tuning knobs of features deepshard
-// lacks, monitors' settings, DeepSpeed internals. docs/config.md marks exactly these
-// "accepted-ignored" and the keys of kUnsupported "limited" (tests/config/config_doc_test.cpp); a
-// feature that starts to use a key deletes it here.
-const char* const kIgnored[] = {
-    "aio.use_gds",
-    "bf16.immediate_grad_update",
-    "checkpoint.parallel_write.pipeline_stage",
-    "checkpoint.tag_validation",
-    "checkpoint.use_node_local_storage",
-    "comet.api_key",
-    "comet.experiment_key",
-    "comet.experiment_name",
-    "comet.mode",
-    "comet.online",
-    "comet.project",
-    "comet.samples_log_interval",
-    "comet.workspace",
-    "dataloader_drop_last",
-    "dump_state",
-    "optimizer.params.torch_adam",
-    "torch_autocast.dtype",
-    "torch_autocast.lower_precision_safe_modules",
-    "trackio.project",
-    "wall_clock_breakdown",
-    "wandb.group",
-    "wandb.project",
-    "wandb.team",
-    "zero_allow_untested_optimizer",
-    "zero_force_ds_cpu_optimizer",
-    "zero_optimization.allgather_partitions",
-    "zero_optimization.elastic_checkpoint",
-    "zero_optimization.enable_sanity_checks",
-    "zero_optimization.ignore_unused_parameters",
-    "zero_optimization.load_from_fp32_weights",
-    "zero_optimization.log_trace_cache_warnings",
-    "zero_optimization.memory_efficient_linear",
-    "zero_optimization.offload_optimizer.cpuadam_cores_perc",
-    "zero_optimization.offload_optimizer.fast_init",
-    "zero_optimization.offload_optimizer.super_offload",
-    "zero_optimization.override_module_apply",
-    "zero_optimization.pipeline_loading_checkpoint",
-    "zero_optimization.round_robin_gradients",
-    "zero_optimization.save_muon_momentum_buffer_in_memory",
-    "zero_optimization.stage3_allgather_sequential",
-    "zero_optimization.stage3_module_granularity_threshold",
-    "zero_optimization.stage3_partition_stream_chunk_size",
-    "zero_optimization.stage3_use_all_reduce_for_fetch_params",
-    "zero_optimization.use_multi_rank_bucket_allreduce",
-};
-
 }  // namespace
-
-std::vector<std::string> unsupported_keys() {
-  std::vector<std::string> out;
-  for (const Row& row : kUnsupported) out.push_back(row.key);
-  return out;
-}
-
-std::vector<std::string> ignored_keys() { return {std::begin(kIgnored), std::end(kIgnored)}; }
 
 std::vector<std::string> unsupported_features(const DsConfig& config) {
   std::vector<std::string> out;

@@ -161,9 +161,19 @@ void parse_zero(Section& root, DsConfig& config, const AutoValues& av) {
                                               std::string(value->get<bool>() ? "1" : "0") +
                                               "} (mapped)");
     zero.stage = value->get<bool>() ? 1 : 0;
-    if (zero.stage > 0) root.field("allgather_size", zero.allgather_bucket_size, kSize);
-    return;
+    if (zero.stage > 0) {
+      root.field("allgather_size", zero.allgather_bucket_size, kSize);
+      return;
+    }
   }
+  // allgather_size is read only by the legacy form above (as in DeepSpeed).
+  root.declare("allgather_size");
+  if (root.has("allgather_size")) {
+    root.diag().warn("allgather_size",
+                     "accepted but ignored: read only with the legacy form "
+                     "\"zero_optimization\": true; write zero_optimization.allgather_bucket_size");
+  }
+  if (value != nullptr && value->is_boolean()) return;
   Section s = root.child("zero_optimization");
   visit_zero(s, zero, av);
   map_deprecated(s, zero);
@@ -171,6 +181,15 @@ void parse_zero(Section& root, DsConfig& config, const AutoValues& av) {
   std::optional<bool> overlap_comm;
   s.field("overlap_comm", overlap_comm);
   zero.overlap_comm = overlap_comm.value_or(zero.stage == 3);
+  // Like a kWarned key (key_status.h), a value other than the default warns; "auto" does not.
+  if (zero.stage == 3 && !s.is_auto("reduce_bucket_size") &&
+      zero.reduce_bucket_size != ZeroConfig{}.reduce_bucket_size) {
+    s.diag().warn(s.path_of("reduce_bucket_size"),
+                  format_value(zero.reduce_bucket_size) +
+                      " is accepted but ignored at stage 3: each unit's gradients are "
+                      "reduce-scattered whole when the unit's backward ends (the unit is the "
+                      "bucket)");
+  }
   s.finish();
 }
 

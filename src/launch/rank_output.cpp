@@ -12,6 +12,8 @@ RankOutput::RankOutput(int rank, std::FILE* sink, size_t tail_lines)
     : prefix_("[rank " + std::to_string(rank) + "] "), sink_(sink), tail_lines_(tail_lines) {}
 
 void RankOutput::emit(std::string_view line, std::string& batch) {
+  // deepshard's own log lines already carry the prefix (util/log): one is enough.
+  if (line.substr(0, prefix_.size()) == prefix_) line.remove_prefix(prefix_.size());
   batch.append(prefix_).append(line).push_back('\n');
   tail_.emplace_back(line);
   if (tail_.size() > tail_lines_) tail_.pop_front();

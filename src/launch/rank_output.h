@@ -1,6 +1,6 @@
 // One rank's output as the launcher relays it: bytes in, whole lines out with a "[rank R] " prefix
-// (a line is never split or mixed with another rank's), and the last lines kept for the failure
-// report.
+// (a line is never split or mixed with another rank's; a line that starts with the prefix already,
+// as deepshard's log lines do, keeps its one), and the last lines kept for the failure report.
 #pragma once
 
 #include <cstdio>

@@ -9,6 +9,7 @@
 
 #include "deepshard/util/error.h"
 #include "monitor/html_text.h"
+#include "monitor/readable_number.h"
 
 namespace deepshard::monitor {
 namespace {
@@ -169,13 +170,18 @@ std::string render_report_html(const std::vector<ReportRun>& runs) {
   h += "<h1>deepshard report</h1>\n<table>\n<tr><th>run</th><th>steps</th><th>final loss</th>"
        "<th>final val loss</th><th>mean tokens/s</th><th>comm wait share</th><th>ranks</th></tr>\n";
   for (const auto& r : runs) {
-    auto cell = [&](const char* key) {
-      return r.summary.contains(key) ? html_escape(r.summary.at(key).dump()) : std::string("-");
+    // Numbers as a person reads them ("2.383", "2,061", "2.4 %"); anything else as written.
+    auto cell = [&](const char* key, std::string (*format)(double)) {
+      if (!r.summary.contains(key)) return std::string("-");
+      const nlohmann::json& v = r.summary.at(key);
+      return html_escape(v.is_number() ? format(v.get<double>()) : v.dump());
     };
     h += "<tr><td>" + html_escape(r.name) + "</td><td>" + std::to_string(r.metrics.size()) +
-         "</td><td>" + cell("final_loss") + "</td><td>" + cell("final_val_loss") + "</td><td>" +
-         cell("mean_tokens_per_s") + "</td><td>" + cell("comm_wait_share") + "</td><td>" +
-         cell("world_size") + "</td></tr>\n";
+         "</td><td>" + cell("final_loss", readable_number) + "</td><td>" +
+         cell("final_val_loss", readable_number) + "</td><td>" +
+         cell("mean_tokens_per_s", readable_number) + "</td><td>" +
+         cell("comm_wait_share", readable_share) + "</td><td>" +
+         cell("world_size", readable_number) + "</td></tr>\n";
   }
   h += "</table>\n";
   if (runs.size() > 1) {

@@ -4,6 +4,7 @@
 
 #include "deepshard/config/loader.h"
 #include "deepshard/util/error.h"
+#include "deepshard/util/log.h"
 #include "zero/sharded_optimizer_engine.h"
 #include "zero/stage0_engine.h"
 #include "zero/stage3_engine.h"
@@ -15,6 +16,9 @@ std::unique_ptr<Engine> Engine::initialize(std::shared_ptr<torch::nn::Module> mo
                                            PartitionedBuild* build) {
   DS_CHECK(model != nullptr, Error, "Engine::initialize: no model");
   config::check_supported(config);
+  if (config.log_level) {
+    if (auto level = log::parse_level(*config.log_level)) log::set_level(*level);
+  }
   DS_CHECK(
       config.train_micro_batch_size_per_gpu * config.gradient_accumulation_steps * group.size() ==
           config.train_batch_size,

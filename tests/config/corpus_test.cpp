@@ -94,8 +94,7 @@ TEST(Corpus, Cifar) {
   EXPECT_EQ(plain.warnings,
             Lines({f + ": zero_optimization.cpu_offload: deprecated; use "
                        "zero_optimization.offload_optimizer {\"device\": \"cpu\"} (mapped)"}));
-  EXPECT_EQ(plain.unsupported,
-            Lines({"not supported yet: fp16.fp16_master_weights_and_grads"}));
+  EXPECT_EQ(plain.unsupported, Lines({"not supported yet: fp16.fp16_master_weights_and_grads"}));
 
   // The run's micro batch 4 on 2 ranks cannot make train_batch_size 4; its warmup differs.
   EXPECT_EQ(load(f, hf_run(f)).errors,
@@ -185,7 +184,10 @@ TEST(Corpus, TransformersZero3) {
   EXPECT_EQ(
       run.warnings,
       Lines({f + ": zero_optimization.stage3_gather_fp16_weights_on_model_save: deprecated; "
-                 "use zero_optimization.stage3_gather_16bit_weights_on_model_save (mapped)"}));
+                 "use zero_optimization.stage3_gather_16bit_weights_on_model_save (mapped)",
+             f + ": zero_optimization.reduce_bucket_size: 0 is accepted but ignored at stage 3: "
+                 "each unit's gradients are reduce-scattered whole when the unit's backward ends "
+                 "(the unit is the bucket)"}));
   EXPECT_TRUE(run.unsupported.empty());  // offload_optimizer and offload_param cpu run
 
   EXPECT_EQ(load(f, bare(f)).errors,

@@ -365,3 +365,47 @@ TEST(Errors, EveryErrorOfTheFileIsReportedOnce) {
 
 }  // namespace
 }  // namespace deepshard::config
+
+namespace deepshard::config {
+namespace {
+
+using namespace deepshard::config::testing;
+
+// Stage 3 reduces each unit's gradients whole: a reduce_bucket_size given there changes nothing
+// and says so; at stages 0-2 it sizes the buckets silently.
+TEST(ZeroKeys, ReduceBucketSizeGivenAtStage3Warns) {
+  const auto warned =
+      parse_ok(with_batch({{"zero_optimization", {{"stage", 3}, {"reduce_bucket_size", 1e6}}}}));
+  ASSERT_EQ(warned.warnings.size(), 1u);
+  EXPECT_NE(warned.warnings[0].find("zero_optimization.reduce_bucket_size: 1000000 is accepted "
+                                    "but ignored at stage 3"),
+            std::string::npos)
+      << warned.warnings[0];
+  for (int stage : {0, 1, 2}) {
+    const auto p = parse_ok(
+        with_batch({{"zero_optimization", {{"stage", stage}, {"reduce_bucket_size", 1e6}}}}));
+    EXPECT_TRUE(p.warnings.empty()) << stage;
+    EXPECT_EQ(p.config.zero.reduce_bucket_size, 1'000'000);
+  }
+  EXPECT_TRUE(parse_ok(with_batch({{"zero_optimization", {{"stage", 3}}}})).warnings.empty());
+}
+
+// allgather_size is read only by the legacy boolean form; anywhere else it warns.
+TEST(ZeroKeys, AllgatherSizeOutsideTheBooleanFormWarns) {
+  const auto p =
+      parse_ok(with_batch({{"zero_optimization", {{"stage", 1}}}, {"allgather_size", 1e6}}));
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_NE(p.warnings[0].find("allgather_size: accepted but ignored"), std::string::npos)
+      << p.warnings[0];
+  EXPECT_EQ(p.config.zero.allgather_bucket_size, 500'000'000);
+}
+
+// log_level takes DeepSpeed's level names; anything else is an error naming the key.
+TEST(TopLevelKeys, LogLevelTakesDeepSpeedsNames) {
+  EXPECT_EQ(parse_ok(with_batch({{"log_level", "error"}})).config.log_level, "error");
+  EXPECT_NE(parse_error(with_batch({{"log_level", "loud"}})).find("test.json: log_level: "),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace deepshard::config

@@ -117,6 +117,7 @@ struct OptimizerConfig {
   bool torch_adam = false;
   bool bias_correction = true;
   bool amsgrad = false;
+  bool legacy_fusion = false;  // optimizer.legacy_fusion (DeepSpeed's FP16 fused-Adam variant)
   bool decoupled_weight_decay() const { return type == "AdamW" || adam_w_mode; }
 };
 
@@ -231,6 +232,7 @@ struct CheckpointConfig {
   std::string tag_validation = "Warn";  // Ignore | Warn | Fail (case-insensitive)
   bool load_universal = false;
   bool use_node_local_storage = false;
+  bool checkpoint_serialization = true;        // torch.save's zip serialization
   bool parallel_write_pipeline_stage = false;  // parallel_write.pipeline_stage
 };
 
@@ -266,6 +268,12 @@ struct CompressionConfig {
   bool enabled() const { return type.has_value(); }
 };
 
+// timers.throughput (DeepSpeed's throughput timer; deepshard times every step either way).
+struct TimersConfig {
+  bool throughput_enabled = true;
+  bool throughput_synchronized = true;
+};
+
 // The whole DeepSpeed config, resolved: the batch triple is consistent and every "auto" filled.
 struct DsConfig {
   int64_t train_batch_size = 0;
@@ -297,6 +305,14 @@ struct DsConfig {
   bool zero_allow_untested_optimizer = false;
   bool zero_force_ds_cpu_optimizer = true;
   int64_t sequence_parallel_size = 1;
+  std::optional<std::string> log_level;  // the engine sets the process's log level from it
+  // Keys of features deepshard does not have (key_status.cpp says why each changes nothing):
+  DType seq_parallel_communication_data_type = DType::kFp32;  // sequence parallelism
+  std::optional<int64_t> vocabulary_size;  // DeepSpeed only checks GPU tensor-core alignment
+  bool disable_allgather = false;
+  bool graph_harvesting = false;                    // CUDA graphs
+  bool use_data_before_expert_parallelism = false;  // mixture of experts
+  TimersConfig timers;
   MonitorConfig monitor;
   CommsLoggerConfig comms_logger;
   FlopsProfilerConfig flops_profiler;

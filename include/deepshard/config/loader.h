@@ -37,8 +37,8 @@ DsConfig parse_ds_config(const nlohmann::json& json, const ResolveContext& conte
                          std::vector<std::string>* warnings, bool run_file = false);
 
 // A plain DeepSpeed config file (what deepspeed.initialize(config=PATH) reads) for
-// `dp_world_size` ranks: read_json_file + parse_ds_config; its warnings are logged (rank 0 only when
-// log::set_rank was called). Throws ConfigError naming the file and keys.
+// `dp_world_size` ranks: read_json_file + parse_ds_config; its warnings are logged (rank 0 only
+// when log::set_rank was called). Throws ConfigError naming the file and keys.
 DsConfig load_ds_config(const std::string& path, int64_t dp_world_size);
 
 // The resolved DeepSpeed config as JSON: every key with its value (defaults filled, "auto"
@@ -55,10 +55,6 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
 std::vector<std::string> unsupported_features(const DsConfig& config);
 // Throws ConfigError listing unsupported_features(config), one a line, unless there are none.
 void check_supported(const DsConfig& config);
-// The key paths of that table, and the keys accepted that change nothing in a run yet (both in
-// src/config/support.cpp; docs/config.md's status column follows them).
-std::vector<std::string> unsupported_keys();
-std::vector<std::string> ignored_keys();
 
 // Model size presets: "tiny" (~1M parameters), "small" (~10-20M), "gpt2" (124M). Fills the zero
 // fields of `model` from the preset; throws ConfigError for an unknown preset.

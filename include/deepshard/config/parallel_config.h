@@ -1,6 +1,7 @@
 // The rank grid's config sections (docs/parallel.md): "pipeline" and "tensor_parallel". Kept out of
 // DsConfig on purpose: parse_ds_config reads them (strictly) for the batch triple and refuses what
-// no engine trains yet (pipeline stages > 1; tensor parallelism in fp16/bf16);
+// no engine trains with them (a pipeline at ZeRO stages 2-3; compression; the flops profiler
+// with a pipeline);
 // RunConfig::parallel and the parallel layer read them with parse_parallel_config.
 #pragma once
 

@@ -1,7 +1,9 @@
-// Process-wide logging to stderr with a "[deepshard rank R]" prefix. The rank is set once after
-// rendezvous; before that the prefix carries no rank.
+// Process-wide logging to stderr, one line per message: "[rank R] info: ..." once the rank is set
+// (after rendezvous; the launcher relays such lines without adding its own "[rank R] " again),
+// "deepshard: info: ..." before.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "deepshard/util/error.h"
@@ -12,15 +14,26 @@ enum class Level { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
 void set_rank(int rank);
 void set_level(Level level);
+// The level a name stands for: debug, info, warn or warning, error, critical (= error): the names
+// of DEEPSHARD_LOG_LEVEL and of DeepSpeed's log_level key. nullopt for any other name.
+std::optional<Level> parse_level(const std::string& name);
 void write(Level level, const std::string& message);
 
 template <typename... Args>
-void info(const Args&... args) { write(Level::kInfo, detail::concat(args...)); }
+void info(const Args&... args) {
+  write(Level::kInfo, detail::concat(args...));
+}
 template <typename... Args>
-void warn(const Args&... args) { write(Level::kWarn, detail::concat(args...)); }
+void warn(const Args&... args) {
+  write(Level::kWarn, detail::concat(args...));
+}
 template <typename... Args>
-void error(const Args&... args) { write(Level::kError, detail::concat(args...)); }
+void error(const Args&... args) {
+  write(Level::kError, detail::concat(args...));
+}
 template <typename... Args>
-void debug(const Args&... args) { write(Level::kDebug, detail::concat(args...)); }
+void debug(const Args&... args) {
+  write(Level::kDebug, detail::concat(args...));
+}
 
 }  // namespace deepshard::log

@@ -1,0 +1,21 @@
+// Log levels by name (deepshard/util/log.h): DEEPSHARD_LOG_LEVEL's and DeepSpeed's log_level's.
+#include "deepshard/util/log.h"
+
+#include <gtest/gtest.h>
+
+namespace deepshard::log {
+namespace {
+
+TEST(Log, LevelsByName) {
+  EXPECT_EQ(parse_level("debug"), Level::kDebug);
+  EXPECT_EQ(parse_level("info"), Level::kInfo);
+  EXPECT_EQ(parse_level("warn"), Level::kWarn);
+  EXPECT_EQ(parse_level("warning"), Level::kWarn);
+  EXPECT_EQ(parse_level("error"), Level::kError);
+  EXPECT_EQ(parse_level("critical"), Level::kError);
+  EXPECT_EQ(parse_level("loud"), std::nullopt);
+  EXPECT_EQ(parse_level(""), std::nullopt);
+}
+
+}  // namespace
+}  // namespace deepshard::log
