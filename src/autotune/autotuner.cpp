@@ -141,7 +141,7 @@ Overrides Session::trial_overrides(const std::string& result_dir) const {
           {"train.sample_tokens", 0},
           {"train.save_weights", false},
           {"data.valid", ""},
-          {"autotuning.enabled", false}};
+          {"autotuning", nlohmann::json::object()}};  // the ranks train as told
 }
 
 Overrides Session::first_values(Overrides overrides) const {

@@ -1,9 +1,9 @@
 // The top-level sections around training itself (deepspeed-behavior.md §1.4, §1.5, §7):
 // activation_checkpointing, data_types, the monitors, comms_logger, flops_profiler, checkpoint,
-// aio, torch_autocast, compression (PowerSGD), autotuning (validated: autotuning_section.cpp), and the
-// sections deepshard recognises only by name (amp, elasticity, ...; pipeline and tensor_parallel
-// are parallel_section.cpp's): those are recorded in DsConfig::other_features when present and
-// enabled.
+// aio, torch_autocast, compression (PowerSGD), autotuning (validated: autotuning_section.cpp), and
+// the sections deepshard recognises only by name (amp, elasticity, ...; pipeline and
+// tensor_parallel are parallel_section.cpp's): those are recorded in DsConfig::other_features when
+// present and enabled.
 #include "config/sections.h"
 
 namespace deepshard::config::detail {
@@ -188,16 +188,10 @@ void parse_features(Section& root, DsConfig& config) {
   // Read by `deepshard launch --autotuning` (src/autotune/); a run validates it only.
   AutotuningConfig autotuning;
   parse_autotuning(root, autotuning);
-  if (autotuning.enabled) {
-    root.diag().warn("autotuning.enabled",
-                     "true: this run trains with its config as given; the search runs under "
-                     "`deepshard launch --autotuning tune|run` (docs/autotuning.md)");
-  }
-  if (const nlohmann::json* checkpoint = root.get("checkpoint"); checkpoint != nullptr) {
-    auto writer = checkpoint->find("writer");
-    if (writer != checkpoint->end() && requested(*writer)) {
-      config.other_features.emplace_back("checkpoint.writer");
-    }
+  if (const nlohmann::json* a = root.get("autotuning"); a != nullptr && !a->empty()) {
+    root.diag().warn("autotuning",
+                     "read by `deepshard launch --autotuning tune|run` (docs/autotuning.md); this "
+                     "run trains with its config as given");
   }
   // {"type": null} is how the resolved config writes "off"; a block without "type" is a mistake.
   if (const nlohmann::json* c = root.get("compression");
