@@ -193,6 +193,12 @@ void parse_features(Section& root, DsConfig& config) {
                      "read by `deepshard launch --autotuning tune|run` (docs/autotuning.md); this "
                      "run trains with its config as given");
   }
+  if (const nlohmann::json* checkpoint = root.get("checkpoint"); checkpoint != nullptr) {
+    auto writer = checkpoint->find("writer");
+    if (writer != checkpoint->end() && requested(*writer)) {
+      config.other_features.emplace_back("checkpoint.writer");
+    }
+  }
   // {"type": null} is how the resolved config writes "off"; a block without "type" is a mistake.
   if (const nlohmann::json* c = root.get("compression");
       c != nullptr && c->is_object() && !c->contains("type")) {
