@@ -25,10 +25,12 @@ set(allowed_monitor util monitor)
 set(allowed_profiling util profiling)
 set(allowed_train util config comm platform io offload data sharding kernels activation models optim
     checkpoint zero parallel monitor profiling train)
+set(allowed_autotune util config comm platform io offload launch data sharding kernels activation
+    models optim checkpoint zero parallel monitor profiling train autotune)
 set(allowed_cli util config comm platform io offload launch data sharding kernels activation models
-    optim checkpoint zero parallel monitor profiling train cli)
+    optim checkpoint zero parallel monitor profiling train autotune cli)
 set(layers util config comm platform launch io offload data sharding kernels activation models optim
-    checkpoint zero parallel monitor profiling train cli)
+    checkpoint zero parallel monitor profiling train autotune cli)
 
 set(problems "")
 foreach(layer ${layers})

@@ -1,8 +1,9 @@
 // The top-level sections around training itself (deepspeed-behavior.md §1.4, §1.5, §7):
 // activation_checkpointing, data_types, the monitors, comms_logger, flops_profiler, checkpoint,
-// aio, torch_autocast, compression (PowerSGD), and the sections deepshard recognises only by name
-// (amp, elasticity, ...; pipeline and tensor_parallel are parallel_section.cpp's): those are
-// recorded in DsConfig::other_features when present and enabled.
+// aio, torch_autocast, compression (PowerSGD), autotuning (validated: autotuning_section.cpp), and
+// the sections deepshard recognises only by name (amp, elasticity, ...; pipeline and
+// tensor_parallel are parallel_section.cpp's): those are recorded in DsConfig::other_features when
+// present and enabled.
 #include "config/sections.h"
 
 namespace deepshard::config::detail {
@@ -16,7 +17,6 @@ const char* const kOpaqueSections[] = {"amp",
                                        "compression_training",
                                        "data_efficiency",
                                        "curriculum_learning",
-                                       "autotuning",
                                        "nebula",
                                        "datastates_ckpt",
                                        "hybrid_engine",
@@ -185,6 +185,14 @@ void parse_features(Section& root, DsConfig& config) {
     visit_one(s, value);
     s.finish();
   });
+  // Read by `deepshard launch --autotuning` (src/autotune/); a run validates it only.
+  AutotuningConfig autotuning;
+  parse_autotuning(root, autotuning);
+  if (const nlohmann::json* a = root.get("autotuning"); a != nullptr && !a->empty()) {
+    root.diag().warn("autotuning",
+                     "read by `deepshard launch --autotuning tune|run` (docs/autotuning.md); this "
+                     "run trains with its config as given");
+  }
   if (const nlohmann::json* checkpoint = root.get("checkpoint"); checkpoint != nullptr) {
     auto writer = checkpoint->find("writer");
     if (writer != checkpoint->end() && requested(*writer)) {

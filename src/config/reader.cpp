@@ -223,6 +223,14 @@ std::string convert(const json& v, std::vector<std::string>& out) {
   return "";
 }
 
+std::string convert(const json& v, std::map<std::string, std::string>& out) {
+  bool ok =
+      v.is_object() && std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); });
+  if (!ok) return expected("an object of strings", v);
+  out = v.get<std::map<std::string, std::string>>();
+  return "";
+}
+
 std::string convert(const json& v, DType& out) {
   // DeepSpeed's DtypeEnum spellings.
   if (v.is_string()) {

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -86,6 +87,7 @@ std::string convert(const nlohmann::json& v, double& out);
 std::string convert(const nlohmann::json& v, std::string& out);
 std::string convert(const nlohmann::json& v, std::array<double, 2>& out);
 std::string convert(const nlohmann::json& v, std::vector<std::string>& out);
+std::string convert(const nlohmann::json& v, std::map<std::string, std::string>& out);
 std::string convert(const nlohmann::json& v, DType& out);
 std::string convert(const nlohmann::json& v, OffloadDevice& out);
 

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "config/reader.h"
+#include "deepshard/config/autotuning_config.h"
 #include "deepshard/config/ds_config.h"
 #include "deepshard/config/loader.h"
 
@@ -56,6 +57,10 @@ void write_optimizer(Writer& root, const DsConfig& config);
 // torch_autocast and the sections recognised only by name (DsConfig::other_features).
 void parse_features(Section& root, DsConfig& config);
 void write_features(Writer& root, const DsConfig& config);
+
+// autotuning (autotuning_section.cpp): DeepSpeed's keys of the tuner, validated; the keys that
+// change nothing here warned.
+void parse_autotuning(Section& root, AutotuningConfig& config);
 
 // The batch triple of §1.2: derives the missing values and checks them with DeepSpeed's messages.
 struct BatchInputs {

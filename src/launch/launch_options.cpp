@@ -10,9 +10,9 @@
 namespace deepshard::launch {
 namespace {
 
-const std::vector<std::string> kLongOptions = {"--nproc-per-node", "--nnodes",      "--node-rank",
-                                               "--master-addr",    "--master-port", "--grace",
-                                               "--no-thread-env"};
+const std::vector<std::string> kLongOptions = {
+    "--nproc-per-node", "--nnodes",        "--node-rank",  "--master-addr",  "--master-port",
+    "--grace",          "--no-thread-env", "--autotuning", "--memory-budget"};
 const std::vector<std::string> kOptions = [] {
   std::vector<std::string> all = kLongOptions;
   all.push_back("-n");
@@ -31,6 +31,16 @@ double parse_seconds_option(const std::string& option, const std::string& text) 
   DS_CHECK(!text.empty() && end == text.c_str() + text.size() && value >= 0, UsageError, option,
            " expects a number of seconds >= 0, got '", text, "'");
   return value;
+}
+
+// 8e9 or 8000000000 bytes.
+int64_t parse_bytes_option(const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  DS_CHECK(!text.empty() && end == text.c_str() + text.size() && value >= 1 && value < 9.2e18,
+           UsageError, option, " expects a number of bytes >= 1 (8e9 is accepted), got '", text,
+           "'");
+  return static_cast<int64_t>(value);
 }
 
 // "--node_rank" -> "--node-rank"; "--nproc-per-node" -> "-n".
@@ -61,6 +71,13 @@ void validate_launch_options(const LaunchOptions& o) {
            " needs --master-port: every node must use the same port");
   DS_CHECK(o.grace_s >= 0, UsageError, "--grace must be >= 0 seconds, got ", o.grace_s);
   DS_CHECK(!o.command.empty(), UsageError, "no command after '--'");
+  DS_CHECK(o.autotuning.empty() || o.autotuning == "tune" || o.autotuning == "run", UsageError,
+           "--autotuning expects tune or run, got '", o.autotuning, "'");
+  DS_CHECK(o.memory_budget == 0 || !o.autotuning.empty(), UsageError,
+           "--memory-budget is the tuner's: give it with --autotuning tune|run");
+  DS_CHECK(o.autotuning.empty() || o.nnodes == 1, UsageError,
+           "--autotuning runs its experiments on this node only (--nnodes 1), got --nnodes ",
+           o.nnodes);
 }
 
 LaunchOptions parse_launch_args(const std::vector<std::string>& args) {
@@ -98,6 +115,8 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args) {
     if (name == "--master-addr") o.master_addr = value;
     if (name == "--master-port") o.master_port = parse_int_option(name, value);
     if (name == "--grace") o.grace_s = parse_seconds_option(name, value);
+    if (name == "--autotuning") o.autotuning = value;
+    if (name == "--memory-budget") o.memory_budget = parse_bytes_option(name, value);
   }
   DS_CHECK(i < args.size(), UsageError, "missing '--' before the command to run");
   o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
@@ -123,6 +142,13 @@ options:
   --master-addr A         address of node 0, where rank 0 hosts the store (default 127.0.0.1)
   --master-port P         port of the store (default: a free port on one node, 29500 on several)
   --grace S               seconds between SIGTERM and SIGKILL when stopping ranks (default 10)
+  --autotuning tune|run   search the command's config (a `deepshard train` job: its `autotuning`
+                          section) with short real runs on these ranks, write the best as
+                          ds_config_optimal.json in results_dir; run: then train with it
+                          (docs/autotuning.md)
+  --memory-budget BYTES   with --autotuning: memory per rank an experiment may use (8e9 accepted;
+                          default: the memory available at the start / N); configurations the
+                          estimate puts above it are pruned, a run that exceeds it is stopped
   --no-thread-env         do not set OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (cores / N) and
                           OMP_WAIT_POLICY=PASSIVE; by default each is set unless already set
   -h, --help              this text

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "deepshard/util/error.h"
+#include "monitor/html_text.h"
 #include "monitor/readable_number.h"
 
 namespace deepshard::monitor {
@@ -20,44 +21,6 @@ void flatten(const nlohmann::json& v, const std::string& path,
   } else {
     out[path] = v.dump();
   }
-}
-
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-// JSON inside <script>: "</" must not close the element.
-std::string script_json(const nlohmann::json& j) {
-  std::string s = j.dump();
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '<' && i + 1 < s.size() && s[i + 1] == '/') {
-      out += "<\\/";
-      ++i;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
 }
 
 // The page's script: chart definitions over RUNS, drawn without animation, then checked.
@@ -198,21 +161,12 @@ std::string render_report_html(const std::vector<ReportRun>& runs) {
   DS_CHECK(!runs.empty(), Error, "report: no run folders given");
   nlohmann::json data = nlohmann::json::array();
   for (const auto& r : runs) data.push_back({{"name", r.name}, {"metrics", r.metrics}});
-  std::string h;
-  h += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  h += "<title>deepshard report</title>\n<style>\n"
-       "body{font-family:sans-serif;margin:20px;color:#222}"
-       "table{border-collapse:collapse;margin:8px 0 16px}"
-       "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}"
-       ".charts{display:flex;flex-wrap:wrap;gap:12px}"
-       "canvas{border:1px solid #ddd}#ds-check{display:none}\n</style>\n";
-  // Errors are recorded before anything else runs (the browser test reads them).
-  h += "<script>\nwindow.dsErrors = [];\n"
-       "window.addEventListener('error', e => window.dsErrors.push(String(e.message)));\n"
-       "const dsConsoleError = console.error;\n"
-       "console.error = (...a) => { window.dsErrors.push(a.join(' ')); "
-       "dsConsoleError.apply(console, a); };\n</script>\n";
-  h += "<script>\n" + chartjs_source() + "\n</script>\n</head>\n<body>\n";
+  std::string h =
+      page_head("deepshard report",
+                "table{border-collapse:collapse;margin:8px 0 16px}"
+                "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}"
+                ".charts{display:flex;flex-wrap:wrap;gap:12px}"
+                "canvas{border:1px solid #ddd}#ds-check{display:none}");
   h += "<h1>deepshard report</h1>\n<table>\n<tr><th>run</th><th>steps</th><th>final loss</th>"
        "<th>final val loss</th><th>mean tokens/s</th><th>comm wait share</th><th>ranks</th></tr>\n";
   for (const auto& r : runs) {

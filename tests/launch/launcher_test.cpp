@@ -114,6 +114,22 @@ TEST(ParseLaunchArgs, RejectsBadUsageNamingTheOption) {
       std::string::npos);
   EXPECT_NE(message({"--node-rnk", "1", "--", "a"}).find("did you mean '--node-rank'"),
             std::string::npos);
+  EXPECT_NE(message({"--autotuning", "search", "--", "a"}).find("--autotuning expects tune or run"),
+            std::string::npos);
+  EXPECT_NE(message({"--memory-budget", "8e9", "--", "a"}).find("give it with --autotuning"),
+            std::string::npos);
+  EXPECT_NE(message({"--autotuning", "run", "--memory-budget", "lots", "--", "a"})
+                .find("--memory-budget expects a number of bytes"),
+            std::string::npos);
+}
+
+// DeepSpeed's spelling --autotuning=run, and the tuner's memory budget per rank.
+TEST(ParseLaunchArgs, AutotuningOptions) {
+  const auto o =
+      parse_launch_args({"-n", "2", "--autotuning=run", "--memory-budget", "6e9", "--", "a"});
+  EXPECT_EQ(o.autotuning, "run");
+  EXPECT_EQ(o.memory_budget, 6'000'000'000);
+  EXPECT_TRUE(parse_launch_args({"--", "a"}).autotuning.empty());
 }
 
 TEST(FindFreePort, ReturnsAPortThatCanBeBound) {

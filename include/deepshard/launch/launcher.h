@@ -3,6 +3,7 @@
 // the others and exits non-zero within 30 s, naming the rank and printing its last lines.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,12 @@ struct LaunchOptions {
   bool set_thread_env =
       true;  // OMP/OPENBLAS threads = cores / local ranks, OMP_WAIT_POLICY=PASSIVE
   std::vector<std::string> command;  // the per-rank command
+  // --autotuning tune|run: search the command's config (a `deepshard train` job) instead of running
+  // it once; "run" then trains with the best configuration found (docs/autotuning.md).
+  std::string autotuning;
+  // --memory-budget BYTES: memory per rank the tuner's experiments must fit (0: the memory
+  // available when tuning starts, split over the local ranks). Only with --autotuning.
+  int64_t memory_budget = 0;
 };
 
 // Parses `launch` arguments (after the subcommand). Throws UsageError.
