@@ -27,7 +27,8 @@ const char* kUsage =
     "                          [--grad-dtype bf16|fp16|fp32] [--reduce-bucket-size E]\n"
     "                          [--overlap-comm] [--no-reduce-scatter] [--accumulation G]\n"
     "                          [--sub-group-size E] [--buffer-count B] [--largest-layer E]\n"
-    "                          [--tensor T] [--pipeline S] [--partition uniform|parameters]\n"
+    "                          [--tensor T] [--pipeline S]\n"
+    "                          [--partition uniform|parameters|type:REGEX]\n"
     "       deepshard estimate --model tiny|small|gpt2 [--n-layer L] [--n-head H] [--n-embd C]\n"
     "                          [--vocab-size V] [--dropout P] [--seq T] [--micro-batch B]\n"
     "                          [--number-checkpoints K] [--budget BYTES] [--ranks N] ...\n"
@@ -64,9 +65,10 @@ const char* kUsage =
     "--tensor T and --pipeline S (with --model): the N ranks form tensor T x pipeline S x data\n"
     "N/(T S) (docs/parallel.md). Each rank holds its tensor slices (the split rule of\n"
     "TensorParallelGpt/Llama: 1/T of every split parameter, the norms and row-parallel biases\n"
-    "whole) of its pipeline stage's layers (--partition: uniform by block count, the default,\n"
-    "or parameters; the first stage holds the embedding, the last the final norm and head and\n"
-    "a copy of a tied embedding). Prints each stage's parameters per rank; the table is the\n"
+    "whole) of its pipeline stage's layers (--partition, DeepSpeed's pipeline.partition: uniform\n"
+    "by layer count over [embedding, blocks, head], the default; parameters; or type:REGEX; the\n"
+    "first stage holds the embedding, the last the final norm and head and a copy of a tied\n"
+    "embedding). Prints each stage's parameters per rank; the table is the\n"
     "heaviest stage's, its ZeRO partitions over the N/(T S) data-parallel ranks (stages 0 and 1\n"
     "only with S > 1: a pipeline runs with ZeRO stage 0 or 1).\n";
 
@@ -170,14 +172,15 @@ int64_t model_parallel_params(const ArgParser& parser,
            "--tensor and --pipeline need --model (the split depends on each parameter's shape)");
   DS_CHECK(heads % tensor == 0 && kv_heads % tensor == 0, UsageError, "--tensor ", tensor,
            " must divide the heads (", heads, ") and key/value heads (", kv_heads, ")");
-  const auto method = parallel::parse_partition_method(parser.get("partition").value_or("uniform"));
+  const auto method =
+      parallel::parse_partition_method(parser.get("partition").value_or("uniform"), "--partition");
   const auto counts =
       parallel::model_parallel_counts(shapes, tied, int(tensor), int(stages), method);
   in.world_size /= tensor * stages;
   std::printf("layout: %lld ranks = tensor %lld x pipeline %lld x data %lld; partition %s: %s\n",
               static_cast<long long>(in.world_size * tensor * stages),
               static_cast<long long>(tensor), static_cast<long long>(stages),
-              static_cast<long long>(in.world_size), parallel::to_string(method),
+              static_cast<long long>(in.world_size), parallel::to_string(method).c_str(),
               counts.partition.describe().c_str());
   const int heaviest = counts.heaviest_stage();
   for (int s = 0; s < int(stages); ++s) {

@@ -11,13 +11,18 @@ namespace {
 
 constexpr int64_t kEmbedding = -1, kHead = -2;
 
-// The item of a parameter: its block index, kEmbedding or kHead.
-int64_t item_of(const std::string& name) {
-  for (const std::string prefix : {"h.", "model.layers."}) {
+// The item of a parameter: its block index, kEmbedding or kHead; `type` gets a block's layer type
+// (pipeline_items: the GPT's "Block", the Llama's "LlamaBlock").
+int64_t item_of(const std::string& name, std::string* type = nullptr) {
+  for (const auto& [prefix, block] :
+       {std::pair<std::string, const char*>{"h.", "Block"},
+        std::pair<std::string, const char*>{"model.layers.", "LlamaBlock"}}) {
     if (name.rfind(prefix, 0) != 0) continue;
     const size_t dot = name.find('.', prefix.size());
-    if (dot != std::string::npos)
+    if (dot != std::string::npos) {
+      if (type != nullptr) *type = block;
       return std::stoll(name.substr(prefix.size(), dot - prefix.size()));
+    }
   }
   if (name == "wte.weight" || name == "wpe.weight" || name == "model.embed_tokens.weight")
     return kEmbedding;
@@ -42,7 +47,7 @@ int ModelParallelCounts::heaviest_stage() const {
 
 ModelParallelCounts model_parallel_counts(const std::vector<models::NamedShape>& shapes,
                                           const std::string& tied, int tensor_size, int stages,
-                                          PartitionMethod method) {
+                                          const PartitionMethod& method) {
   DS_CHECK(tensor_size >= 1, ConfigError, "tensor_parallel.size: must be >= 1, got ", tensor_size);
   int64_t blocks = 0;
   for (const auto& p : shapes) blocks = std::max(blocks, item_of(p.name) + 1);
@@ -61,12 +66,16 @@ ModelParallelCounts model_parallel_counts(const std::vector<models::NamedShape>&
       local.back() += tensor_rank_numel(p.name, p.numel(), tensor_size);
     }
   }
+  PipelineItems items{std::vector<std::string>(whole.size(), "Block"), whole};
+  items.types.front() = "Embedding";
+  items.types.back() = "Head";
+  for (const auto& p : shapes) {
+    std::string type;
+    const int64_t item = item_of(p.name, &type);
+    if (item >= 0) items.types[index(item)] = type;
+  }
   ModelParallelCounts out;
-  out.partition = method == PartitionMethod::kUniform
-                      ? partition_uniform(blocks, stages)
-                      : partition_parameters(
-                            whole.front(), std::vector<int64_t>(whole.begin() + 1, whole.end() - 1),
-                            whole.back(), stages);
+  out.partition = partition_items(items, method, stages);
   for (int s = 0; s < stages; ++s) {
     int64_t n = 0;
     if (s == 0) n += local.front();

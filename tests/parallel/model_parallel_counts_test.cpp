@@ -115,7 +115,8 @@ TEST(ModelParallelCounts, RefusalsNameTheKey) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(model_parallel_counts(shapes, "wte.weight", 1, 4, PartitionMethod::kUniform),
+  // 2 blocks with the embedding and the head: 4 layer specs, fewer than 5 stages.
+  EXPECT_THROW(model_parallel_counts(shapes, "wte.weight", 1, 5, PartitionMethod::kUniform),
                ConfigError);
 }
 

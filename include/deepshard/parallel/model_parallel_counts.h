@@ -31,6 +31,6 @@ struct ModelParallelCounts {
 // pipeline.stages when there are fewer items than stages.
 ModelParallelCounts model_parallel_counts(const std::vector<models::NamedShape>& shapes,
                                           const std::string& tied, int tensor_size, int stages,
-                                          PartitionMethod method);
+                                          const PartitionMethod& method);
 
 }  // namespace deepshard::parallel
