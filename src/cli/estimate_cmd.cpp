@@ -27,7 +27,8 @@ const char* kUsage =
     "                          [--grad-dtype bf16|fp16|fp32] [--reduce-bucket-size E]\n"
     "                          [--overlap-comm] [--no-reduce-scatter] [--accumulation G]\n"
     "                          [--sub-group-size E] [--buffer-count B] [--largest-layer E]\n"
-    "                          [--tensor T] [--pipeline S] [--partition uniform|parameters]\n"
+    "                          [--tensor T] [--pipeline S]\n"
+    "                          [--partition uniform|parameters|type:REGEX]\n"
     "       deepshard estimate [--arch A] --model PRESET [--n-layer L] [--n-head H] [--n-embd C]\n"
     "                          [--vocab-size V] [--dropout P] [--n-kv-head K]\n"
     "                          [--intermediate-size I] [--tie-word-embeddings] [--seq T]\n"
@@ -63,11 +64,18 @@ const char* kUsage =
     "(--seq, --micro-batch, --number-checkpoints and --budget are refused for the others).\n"
     "\n"
     "--tensor T and --pipeline S (with --model): the N ranks form tensor T x pipeline S x data\n"
-    "N/(T S) (docs/parallel.md). Each rank holds its tensor slices (the architecture's\n"
-    "tensor-parallel plan: 1/T of every split parameter, the norms and row-parallel biases\n"
-    "whole) of its pipeline stage's layers (--partition: uniform by block count, the default,\n"
-    "or parameters; the first stage holds the embedding, the last the final norm and head and\n"
-    "a copy of a tied embedding). Prints each stage's parameters per rank; the table is the\n"
+    "N/(T S) (docs/parallel.md). Each rank holds its tensor slices (the architecture's
+    "
+    "tensor-parallel plan: 1/T of every split parameter, the norms and row-parallel biases
+    "
+    "whole) of its pipeline stage's layers (--partition, DeepSpeed's pipeline.partition: uniform
+    "
+    "by layer count over [embedding, blocks, head], the default; parameters; or type:REGEX; the
+    "
+    "first stage holds the embedding, the last the final norm and head and a copy of a tied
+    "
+    "embedding). Prints each stage's parameters per rank; the table is the
+    "
     "heaviest stage's, its ZeRO partitions over the N/(T S) data-parallel ranks (stages 0 and 1\n"
     "only with S > 1: a pipeline runs with ZeRO stage 0 or 1).\n";
 
@@ -137,26 +145,26 @@ std::optional<config::ModelConfig> model_of(const ArgParser& parser) {
 }
 
 // --tensor and --pipeline: prints the layout and each stage's parameters per rank; returns the
-// heaviest stage's count and sets in.world_size to the data-parallel size. `shapes`, `tied` and
-// `plan`: the model's parameters and their split.
-int64_t model_parallel_params(const ArgParser& parser,
-                              const std::vector<models::NamedShape>& shapes,
-                              const std::string& tied, const sharding::TensorPlan& plan,
-                              int64_t heads, int64_t kv_heads, zero::EstimateInput& in) {
+// heaviest stage's count and sets in.world_size to the data-parallel size.
+int64_t model_parallel_params(const ArgParser& parser, const models::ArchEntry& arch,
+                              const config::ModelConfig& model, zero::EstimateInput& in) {
+  const int64_t heads = model.n_head, kv_heads = model.n_kv_head > 0 ? model.n_kv_head : heads;
   const int64_t tensor = parser.get_int("tensor", 1), stages = parser.get_int("pipeline", 1);
   DS_CHECK(tensor >= 1 && stages >= 1, UsageError, "--tensor and --pipeline must be at least 1");
   DS_CHECK(in.world_size % (tensor * stages) == 0, UsageError, "--ranks ", in.world_size,
            " is not divisible by --tensor ", tensor, " x --pipeline ", stages);
   DS_CHECK(heads % tensor == 0 && kv_heads % tensor == 0, UsageError, "--tensor ", tensor,
            " must divide the heads (", heads, ") and key/value heads (", kv_heads, ")");
-  const auto method = parallel::parse_partition_method(parser.get("partition").value_or("uniform"));
-  const auto counts =
-      parallel::model_parallel_counts(shapes, tied, plan, int(tensor), int(stages), method);
+  const auto method =
+      parallel::parse_partition_method(parser.get("partition").value_or("uniform"), "--partition");
+  const auto counts = parallel::model_parallel_counts(
+      arch.parameter_shapes(model), arch.tied_parameter(model), arch.tensor_plan(), arch.layer_type,
+      int(tensor), int(stages), method);
   in.world_size /= tensor * stages;
   std::printf("layout: %lld ranks = tensor %lld x pipeline %lld x data %lld; partition %s: %s\n",
               static_cast<long long>(in.world_size * tensor * stages),
               static_cast<long long>(tensor), static_cast<long long>(stages),
-              static_cast<long long>(in.world_size), parallel::to_string(method),
+              static_cast<long long>(in.world_size), parallel::to_string(method).c_str(),
               counts.partition.describe().c_str());
   const int heaviest = counts.heaviest_stage();
   for (int s = 0; s < int(stages); ++s) {
@@ -269,9 +277,7 @@ int run_estimate_command(const Args& args) {
                ": the activation estimate does not model tensor/pipeline parallelism");
     DS_CHECK(model, UsageError,
              "--tensor and --pipeline need --model (the split depends on each parameter's shape)");
-    in.num_params = model_parallel_params(
-        parser, arch->parameter_shapes(*model), arch->tied_parameter(*model), arch->tensor_plan(),
-        model->n_head, model->n_kv_head > 0 ? model->n_kv_head : model->n_head, in);
+    in.num_params = model_parallel_params(parser, *arch, *model, in);
   } else {
     DS_CHECK(!parser.has("partition"), UsageError, "--partition needs --pipeline");
   }

@@ -206,6 +206,12 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
   run.ds = detail::parse_ds_config(json, context, diag, /*run_file=*/true);
   diag.throw_if_errors();
   run.parallel = parse_parallel_config(json, origin);
+  // DeepSpeed's PipelineEngine checkpoints every activation_checkpoint_interval layers of a stage;
+  // deepshard's regions are single blocks (interval 1; a larger one warned in
+  // parallel_section.cpp).
+  if (run.parallel.pipeline.effective_stages() > 1 &&
+      run.parallel.pipeline.activation_checkpoint_interval > 0)
+    run.train.activation_checkpointing = true;
   // DeepSpeed's steps_per_print sets the progress interval unless train.log_interval is given.
   const bool log_interval_given =
       json.contains("train") && json["train"].is_object() && json["train"].contains("log_interval");

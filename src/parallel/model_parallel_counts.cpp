@@ -28,7 +28,8 @@ int ModelParallelCounts::heaviest_stage() const {
 
 ModelParallelCounts model_parallel_counts(const std::vector<models::NamedShape>& shapes,
                                           const std::string& tied, const sharding::TensorPlan& plan,
-                                          int tensor_size, int stages, PartitionMethod method) {
+                                          const std::string& layer_type, int tensor_size,
+                                          int stages, const PartitionMethod& method) {
   DS_CHECK(tensor_size >= 1, ConfigError, "tensor_parallel.size: must be >= 1, got ", tensor_size);
   int64_t blocks = 0;
   for (const auto& p : shapes) blocks = std::max(blocks, p.item + 1);
@@ -49,12 +50,11 @@ ModelParallelCounts model_parallel_counts(const std::vector<models::NamedShape>&
       local.back() += plan.rank_numel(p.name, p.numel(), tensor_size);
     }
   }
+  PipelineItems items{std::vector<std::string>(whole.size(), layer_type), whole};
+  items.types.front() = "Embedding";
+  items.types.back() = "Head";
   ModelParallelCounts out;
-  out.partition = method == PartitionMethod::kUniform
-                      ? partition_uniform(blocks, stages)
-                      : partition_parameters(
-                            whole.front(), std::vector<int64_t>(whole.begin() + 1, whole.end() - 1),
-                            whole.back(), stages);
+  out.partition = partition_items(items, method, stages);
   for (int s = 0; s < stages; ++s) {
     int64_t n = 0;
     if (s == 0) n += local.front();

@@ -50,24 +50,45 @@ struct ParameterPlaces {
   }
 };
 
+// A layer's type as DeepSpeed's type: partition sees it (a layer spec's class name): the class of
+// the layer's module without namespace and libtorch's "Impl" suffix (GPT "Block", Llama
+// "LlamaBlock").
+std::string layer_type(const torch::nn::Module& layer) {
+  std::string name = layer.name();
+  if (const size_t colon = name.rfind("::"); colon != std::string::npos)
+    name = name.substr(colon + 2);
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, "Impl") == 0)
+    name.resize(name.size() - 4);
+  return name;
+}
+
 }  // namespace
 
-StagePartition partition_model(models::CausalLmImpl& model, PartitionMethod method, int stages) {
+PipelineItems pipeline_items(models::CausalLmImpl& model) {
   const ParameterPlaces places(model);
-  if (method == PartitionMethod::kUniform) return partition_uniform(places.layers, stages);
-  int64_t embedding = 0, head = 0;
-  std::vector<int64_t> layers(places.layers, 0);
+  const sharding::ShardingPlan plan = model.sharding_plan();
+  PipelineItems items;
+  items.types.push_back("Embedding");
+  for (int64_t i = 0; i < places.layers; ++i)
+    items.types.push_back(layer_type(*plan.units()[i].module));
+  items.types.push_back("Head");
+  items.params.assign(items.types.size(), 0);
   for (size_t i = 0; i < places.params.size(); ++i) {
     const int64_t n = places.params[i].second.numel();
     const int64_t at = places.place[i];
     if (at >= 0) {
-      layers[at] += n;
+      items.params[size_t(at + 1)] += n;
     } else {
-      (at == kEmbedding ? embedding : head) += n;
-      if (places.params[i].first == places.tied) head += n;  // the last stage's copy
+      (at == kEmbedding ? items.params.front() : items.params.back()) += n;
+      if (places.params[i].first == places.tied) items.params.back() += n;  // the last stage's copy
     }
   }
-  return partition_parameters(embedding, layers, head, stages);
+  return items;
+}
+
+StagePartition partition_model(models::CausalLmImpl& model, const PartitionMethod& method,
+                               int stages) {
+  return partition_items(pipeline_items(model), method, stages);
 }
 
 PipelineStage::PipelineStage(std::shared_ptr<models::CausalLmImpl> model,

@@ -29,7 +29,7 @@ void build_pipeline(TrainingRun& run) {
   run.pipe_links =
       std::make_unique<parallel::PipeLinks>(run.group, run.axes->grid, run.axis_options);
   run.pipeline = std::make_unique<parallel::PipelineEngine>(
-      run.model, parallel::parse_partition_method(pipeline.partition_method), *run.pipe_links,
+      run.model, parallel::parse_partition_method(pipeline.partition), *run.pipe_links,
       *run.axes->pipeline, run.tensor_parallel.get());
   if (run.tensor_parallel) {
     // The replica's ranks (this data coordinate, every stage and tensor rank): the norm's group.
@@ -44,7 +44,7 @@ void build_pipeline(TrainingRun& run) {
         run.group, members, "model/" + std::to_string(run.axes->coord.data), run.axis_options);
   }
   if (run.rank0) {
-    log::info("pipeline: ", pipeline.partition_method, " partition of ", run.model->num_layers(),
+    log::info("pipeline: ", pipeline.partition, " partition of ", run.model->num_layers(),
               " blocks over ", pipeline.stages, " stages: ", run.pipeline->partition().describe());
   }
 }
@@ -141,7 +141,7 @@ class PipelineHook : public StepHook {
   void add_to_summary(const TrainingRun& run, nlohmann::json& out) const override {
     if (!run.pipeline) return;
     out["pipeline"] = {{"stages", run.pipeline->partition().stages()},
-                       {"partition_method", run.config.parallel.pipeline.partition_method},
+                       {"partition_method", run.config.parallel.pipeline.partition},
                        {"partition", run.pipeline->partition().describe()},
                        {"micro_batches", run.ds.gradient_accumulation_steps},
                        {"bubble_fraction", run.pipeline->bubble_fraction()},

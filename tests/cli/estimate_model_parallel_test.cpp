@@ -22,7 +22,7 @@ TEST(EstimateModelParallel, GptTensor2Pipeline2) {
   c.block_size = 128;
   c.vocab_size = 256;
   const auto counts = parallel::model_parallel_counts(models::gpt_parameter_shapes(c), "wte.weight",
-                                                      models::gpt_tensor_plan(), 2, 2,
+                                                      models::gpt_tensor_plan(), "Block", 2, 2,
                                                       parallel::PartitionMethod::kUniform);
   EXPECT_NE(r.output.find("layout: 8 ranks = tensor 2 x pipeline 2 x data 2; partition uniform: "
                           "stage 0: embedding + blocks 0-1; stage 1: blocks 2-3 + head"),

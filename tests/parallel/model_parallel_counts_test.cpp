@@ -33,8 +33,8 @@ template <typename Make>
 void expect_stages_hold_estimate(const std::vector<models::NamedShape>& shapes,
                                  const std::string& tied, int stages, PartitionMethod method,
                                  Make make) {
-  const ModelParallelCounts counts =
-      model_parallel_counts(shapes, tied, make()->sharding_plan().tensor_plan(), 1, stages, method);
+  const ModelParallelCounts counts = model_parallel_counts(
+      shapes, tied, make()->sharding_plan().tensor_plan(), "Block", 1, stages, method);
   const StagePartition real = partition_model(*make(), method, stages);
   ASSERT_EQ(counts.partition.block_begin, real.block_begin) << real.describe();
   int64_t heaviest = 0;
@@ -95,8 +95,8 @@ TEST(ModelParallelCounts, TensorRanksHoldWhatTheEstimateSays) {
 TEST(ModelParallelCounts, TensorTimesPipelineAddsUp) {
   const models::GptConfig c = gpt_config(4);
   const auto shapes = models::gpt_parameter_shapes(c);
-  const auto counts = model_parallel_counts(shapes, "wte.weight", models::gpt_tensor_plan(), 2, 2,
-                                            PartitionMethod::kUniform);
+  const auto counts = model_parallel_counts(shapes, "wte.weight", models::gpt_tensor_plan(),
+                                            "Block", 2, 2, PartitionMethod::kUniform);
   const int64_t C = c.n_embd;
   // A block: LayerNorms (4C) and the biases of the row-parallel projections (2C) whole, the rest
   // (12 C^2 weights, 3C + 4C column-parallel biases) halved.
@@ -110,7 +110,7 @@ TEST(ModelParallelCounts, TensorTimesPipelineAddsUp) {
 TEST(ModelParallelCounts, RefusalsNameTheKey) {
   const auto shapes = models::gpt_parameter_shapes(gpt_config(2));
   try {
-    model_parallel_counts(shapes, "wte.weight", models::gpt_tensor_plan(), 3, 1,
+    model_parallel_counts(shapes, "wte.weight", models::gpt_tensor_plan(), "Block", 3, 1,
                           PartitionMethod::kUniform);
     FAIL() << "tensor 3 accepted";
   } catch (const ConfigError& e) {
@@ -118,7 +118,8 @@ TEST(ModelParallelCounts, RefusalsNameTheKey) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(model_parallel_counts(shapes, "wte.weight", models::gpt_tensor_plan(), 1, 4,
+  // 2 blocks with the embedding and the head: 4 layer specs, fewer than 5 stages.
+  EXPECT_THROW(model_parallel_counts(shapes, "wte.weight", models::gpt_tensor_plan(), "Block", 1, 5,
                                      PartitionMethod::kUniform),
                ConfigError);
 }

@@ -40,14 +40,14 @@ TEST(PipelineGpt, TwoStagesParametersMatchesSingleRank) {
                 "(parameters): stage 0: embedding + blocks 0-0; stage 1: blocks 1-2 + head");
 }
 
+// The 6 layer specs over 4 stages 2 2 1 1: the last stage runs the head alone.
 TEST(PipelineGpt, FourStagesUniformMatchesSingleRank) {
   expect_passes(4, "4", "uniform", "4",
-                "stage 0: embedding + blocks 0-0; stage 1: blocks 1-1; stage 2: blocks 2-2; "
-                "stage 3: blocks 3-3 + head; bubble fraction 0.4286");
+                "stage 0: embedding + blocks 0-0; stage 1: blocks 1-2; stage 2: blocks 3-3; "
+                "stage 3: head; bubble fraction 0.4286");
 }
 
-// 6 blocks over 4 stages: uniform would give 2 2 1 1 blocks; by parameters the embedding's stage
-// and the head's take one block each.
+// 6 blocks over 4 stages: by parameters the embedding's stage and the head's take one block each.
 TEST(PipelineGpt, FourStagesParametersMatchesSingleRank) {
   expect_passes(4, "4", "parameters", "6",
                 "stage 0: embedding + blocks 0-0; stage 1: blocks 1-2; stage 2: blocks 3-4; "

@@ -87,15 +87,14 @@ config::DsConfig parse(const nlohmann::json& j, int world) {
 
 TEST(ParallelConfig, BatchTripleCountsDataParallelReplicas) {
   // 8 ranks = data 2 x pipeline 2 x tensor 2: train_batch_size 8 = micro 2 x accumulation 2 x dp 2
-  nlohmann::json j = {
-      {"train_batch_size", 8},
-      {"train_micro_batch_size_per_gpu", 2},
-      {"pipeline", {{"enabled", true}, {"stages", 2}, {"partition_method", "uniform"}}},
-      {"tensor_parallel", {{"enabled", true}, {"size", 2}}}};
+  nlohmann::json j = {{"train_batch_size", 8},
+                      {"train_micro_batch_size_per_gpu", 2},
+                      {"pipeline", {{"enabled", true}, {"stages", 2}, {"partition", "uniform"}}},
+                      {"tensor_parallel", {{"enabled", true}, {"size", 2}}}};
   config::DsConfig c = parse(j, 8);
   EXPECT_EQ(c.gradient_accumulation_steps, 2);
   const config::ParallelConfig parallel = config::parse_parallel_config(j);
-  EXPECT_EQ(parallel.pipeline.partition_method, "uniform");
+  EXPECT_EQ(parallel.pipeline.partition, "uniform");
   RankGrid grid = grid_from_config(parallel, 8);
   EXPECT_EQ(grid.data_size(), 2);
   // disabled sections do not count: 8 = micro 1 x accumulation 1 x dp 8
@@ -118,11 +117,22 @@ TEST(ParallelConfig, StrictKeysAndClearErrors) {
   };
   nlohmann::json base = {{"train_batch_size", 4}};
   nlohmann::json j = base;
-  j["pipeline"] = {{"enabled", true}, {"stages", 2}, {"partition_method", "type:transformer"}};
-  EXPECT_NE(error_of(j, 4).find("pipeline.partition_method"), std::string::npos) << error_of(j, 4);
-  j = base;
-  j["pipeline"] = {{"enabled", true}, {"stages", 2}, {"seed_layers", true}};
-  EXPECT_NE(error_of(j, 4).find("pipeline.seed_layers"), std::string::npos) << error_of(j, 4);
+  j["pipeline"] = {{"stages", 2}, {"partition", "profile"}};
+  EXPECT_NE(error_of(j, 4).find("pipeline.partition: \"profile\" is not a partition method"),
+            std::string::npos)
+      << error_of(j, 4);
+  j["pipeline"] = {{"stages", 2}, {"partition_method", "type:(x"}};
+  EXPECT_NE(error_of(j, 4).find("pipeline.partition_method: \"type:(x\" is not a valid regular "
+                                "expression"),
+            std::string::npos)
+      << error_of(j, 4);
+  j["pipeline"] = {{"stages", 2}, {"partition", "uniform"}, {"partition_method", "uniform"}};
+  EXPECT_NE(error_of(j, 4).find("pipeline.partition"), std::string::npos) << error_of(j, 4);
+  j["pipeline"] = {{"stages", 2}, {"activation_checkpoint_interval", -1}};
+  EXPECT_NE(error_of(j, 4).find("pipeline.activation_checkpoint_interval"), std::string::npos)
+      << error_of(j, 4);
+  j["pipeline"] = {{"stages", 2}, {"seed_layer", true}};
+  EXPECT_NE(error_of(j, 4).find("pipeline.seed_layer"), std::string::npos) << error_of(j, 4);
   j = base;
   j["tensor_parallel"] = {{"enabled", true}, {"size", 3}};
   EXPECT_NE(error_of(j, 4).find("tensor_parallel.size: the job's 4 ranks are not divisible"),
@@ -145,6 +155,77 @@ TEST(ParallelConfig, SizesAboveOneTrainInEveryPrecision) {
   j["pipeline"]["stages"] = 1;
   j["tensor_parallel"]["size"] = 1;
   EXPECT_TRUE(config::unsupported_features(parse(j, 4)).empty());
+}
+
+// DeepSpeed's pipeline dict as DeepSpeed reads it: stages > 1 is a pipeline (no "enabled" needed;
+// "enabled" accepted), partition normalised as DeepSpeed does, partition_method a deprecated
+// alias, and every key deepshard cannot do as DeepSpeed does warns naming itself.
+TEST(ParallelConfig, DeepSpeedPipelineKeys) {
+  auto read = [](const nlohmann::json& pipeline, std::vector<std::string>* warnings,
+                 const nlohmann::json& tensor = nullptr) {
+    nlohmann::json j = {{"train_micro_batch_size_per_gpu", 1}, {"pipeline", pipeline}};
+    if (!tensor.is_null()) j["tensor_parallel"] = tensor;
+    config::ResolveContext context;
+    context.dp_world_size = 8;
+    config::parse_ds_config(j, context, warnings);
+    return config::parse_parallel_config(j);
+  };
+  std::vector<std::string> w;
+  config::ParallelConfig p = read({{"stages", 4}}, &w);
+  EXPECT_TRUE(p.pipeline.enabled);
+  EXPECT_EQ(p.pipeline.effective_stages(), 4);
+  EXPECT_EQ(p.pipeline.partition, "parameters");  // PipelineModule's default
+  EXPECT_TRUE(w.empty()) << w.front();
+  EXPECT_FALSE(read({{"stages", 1}}, &w).pipeline.enabled);
+  EXPECT_EQ(read({{"enabled", false}, {"stages", 4}}, &w).pipeline.effective_stages(), 1);
+  // The hybrid block of the system deepshard follows.
+  p = read({{"enabled", true}, {"partition", "uniform"}, {"stages", 4}}, &w);
+  EXPECT_EQ(p.pipeline.effective_stages(), 4);
+  EXPECT_EQ(p.pipeline.partition, "uniform");
+  EXPECT_TRUE(w.empty()) << w.front();
+  EXPECT_EQ(read({{"stages", 2}, {"partition", "Type:TransformerLayer:x"}}, &w).pipeline.partition,
+            "type:transformerlayer");
+  EXPECT_TRUE(w.empty()) << w.front();
+
+  p = read({{"stages", 2}, {"partition_method", "uniform"}}, &w);
+  EXPECT_EQ(p.pipeline.partition, "uniform");
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("pipeline.partition_method: deprecated name of pipeline.partition"),
+            std::string::npos)
+      << w[0];
+
+  w.clear();
+  p = read({{"stages", 2},
+            {"seed_layers", true},
+            {"activation_checkpoint_interval", 2},
+            {"pipe_partitioned", true},
+            {"grad_partitioned", false}},
+           &w, {{"size", 2}});
+  EXPECT_TRUE(p.pipeline.seed_layers);
+  EXPECT_EQ(p.pipeline.activation_checkpoint_interval, 2);
+  EXPECT_TRUE(p.pipeline.pipe_partitioned);
+  EXPECT_FALSE(p.pipeline.grad_partitioned);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_NE(w[0].find("pipeline.seed_layers: true has no effect"), std::string::npos) << w[0];
+  EXPECT_NE(w[1].find("pipeline.activation_checkpoint_interval: 2: each block is recomputed on "
+                      "its own"),
+            std::string::npos)
+      << w[1];
+  EXPECT_NE(w[2].find("pipeline.pipe_partitioned: true has no effect: each tensor rank of a stage "
+                      "sends the whole activation"),
+            std::string::npos)
+      << w[2];
+  // Without tensor parallelism DeepSpeed partitions nothing either; interval 1 is what deepshard
+  // recomputes (every block).
+  w.clear();
+  read({{"stages", 2}, {"pipe_partitioned", true}, {"activation_checkpoint_interval", 1}}, &w);
+  EXPECT_TRUE(w.empty()) << w.front();
+  // Without a pipeline the keys do nothing.
+  read({{"stages", 1}, {"activation_checkpoint_interval", 1}}, &w);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("pipeline.activation_checkpoint_interval: has no effect without a pipeline"),
+            std::string::npos)
+      << w[0];
 }
 
 }  // namespace

@@ -3,10 +3,10 @@
 // same global batch of 8 sequences) for 20 steps within 1e-4 relative, with clipping active, so the
 // gradient norm must add the stages' squares and count the tied embedding once: 2 stages
 // (uniform and by parameters, which split 3 blocks differently), 2 stages x 2 data-parallel
-// replicas at ZeRO stage 1, 4 stages (uniform and by parameters over 6 blocks), and stages of the
-// tensor-parallel GPT: tensor 2 x pipeline 2, and x data 2 at ZeRO stage 1 (8 ranks). The tiny
+// replicas at ZeRO stage 1, 4 stages (type:block and by parameters over 6 blocks), and stages of
+// the tensor-parallel GPT: tensor 2 x pipeline 2, and x data 2 at ZeRO stage 1 (8 ranks). The tiny
 // Llama likewise (models::Llama's parts, Hugging Face names): 2 stages (uniform, parameters at
-// ZeRO 1, x data 2 at ZeRO 1; untied head), 4 stages (uniform, parameters; tied head), stages of
+// ZeRO 1, x data 2 at ZeRO 1; untied head), 4 stages (type:block, parameters; tied head), stages of
 // the tensor-parallel Llama (tensor 2 x pipeline 2, tied and untied, and x data 2 at ZeRO 1 on 8
 // ranks). Every optimizer step runs 4 micro-batches (2 per replica with 2 replicas) through the
 // 1F1B schedule. Validation and activation checkpointing (with partition_activations over a
@@ -38,7 +38,7 @@ std::string pipeline(int64_t layers, int stages, const std::string& method, int 
   nlohmann::json extra = nlohmann::json::parse(model);
   extra.merge_patch({{"model", {{"n_layer", layers}}}});
   if (stages > 1) {
-    extra["pipeline"] = {{"enabled", true}, {"stages", stages}, {"partition_method", method}};
+    extra["pipeline"] = {{"enabled", true}, {"stages", stages}, {"partition", method}};
   }
   if (tensor > 1) extra["tensor_parallel"] = {{"enabled", true}, {"size", tensor}};
   extra["zero_optimization"] = {{"stage", zero_stage}};
@@ -113,9 +113,10 @@ TEST(PipelineTrain, TwoStagesReproduceSingleRankLosses) {
                             "stage 0: embedding + blocks 0-1; stage 1: blocks 2-2 + head"}});
 }
 
-// 6 blocks: uniform 2 2 1 1; by parameters the embedding's and the head's stages take 1 each.
+// 6 blocks: type:block balances the blocks alone, 2 2 1 1; by parameters the embedding's and the
+// head's stages take 1 each (as uniform over the 8 layer specs would).
 TEST(PipelineTrain, FourStagesReproduceSingleRankLosses) {
-  expect_layouts_match(6, {{4, 4, "uniform", 0, "pp4_uniform",
+  expect_layouts_match(6, {{4, 4, "type:block", 0, "pp4_type_block",
                             "stage 0: embedding + blocks 0-1; stage 1: blocks 2-3; stage 2: "
                             "blocks 4-4; stage 3: blocks 5-5 + head"},
                            {4, 4, "parameters", 1, "pp4_parameters_zero1",
@@ -149,11 +150,11 @@ TEST(PipelineTrain, LlamaTwoStagesReproduceSingleRankLosses) {
 
 // The tiny Llama with tie_word_embeddings over 4 stages: the last stage holds its own copy of
 // model.embed_tokens (the head), whose gradient is summed with the first stage's and counted once
-// in the norm. 6 layers: uniform 2 2 1 1; by parameters the embedding's and the head's stages take
-// one layer each.
+// in the norm. 6 layers: type:block (which matches LlamaBlock) 2 2 1 1; by parameters the
+// embedding's and the head's stages take one layer each.
 TEST(PipelineTrain, LlamaFourStagesReproduceSingleRankLosses) {
   expect_layouts_match(6,
-                       {{4, 4, "uniform", 0, "llama_pp4_uniform_tied",
+                       {{4, 4, "type:block", 0, "llama_pp4_type_block_tied",
                          "stage 0: embedding + blocks 0-1; stage 1: blocks 2-3; stage 2: "
                          "blocks 4-4; stage 3: blocks 5-5 + head"},
                         {4, 4, "parameters", 1, "llama_pp4_parameters_tied_zero1",

@@ -85,8 +85,9 @@ DS_WORKER_SCENARIO(pp_gpt_train) {
         "grid: %s; partition (%s): %s; bubble fraction %.4f; worst loss relative difference "
         "%.3g, worst parameter difference %.3g; rank 0 waited on the pipeline %.0f %% of its "
         "batches' time\n",
-        grid.describe().c_str(), parallel::to_string(method), pipe.partition().describe().c_str(),
-        pipe.bubble_fraction(), reference.worst_loss(), worst_param, 100.0 * wait_s / batch_s);
+        grid.describe().c_str(), parallel::to_string(method).c_str(),
+        pipe.partition().describe().c_str(), pipe.bubble_fraction(), reference.worst_loss(),
+        worst_param, 100.0 * wait_s / batch_s);
   }
 }
 

@@ -118,7 +118,7 @@ DS_WORKER_SCENARIO(tp_counts) {
   parallel::ParallelGroups groups = parallel::make_parallel_groups(group, grid, options);
   auto estimated = [&](const std::vector<models::NamedShape>& shapes, const std::string& tied,
                        const sharding::TensorPlan& plan) {
-    return parallel::model_parallel_counts(shapes, tied, plan, tensor_size, 1,
+    return parallel::model_parallel_counts(shapes, tied, plan, "Block", tensor_size, 1,
                                            parallel::PartitionMethod::kUniform)
         .stage_params.at(0);
   };

@@ -11,14 +11,26 @@
 
 namespace deepshard::config {
 
-// pipeline: the model's layers split over `stages` ranks. Only these keys are read; DeepSpeed's
-// other pipeline keys (seed_layers, activation_checkpoint_interval, ...) are unknown keys.
+// pipeline: the model's layers split over `stages` ranks, DeepSpeed's "pipeline" dict
+// (docs/parallel.md, "Config"). Without "enabled" a pipeline is on when stages > 1.
 struct PipelineConfig {
   bool enabled = false;
   int64_t stages = 1;
-  std::string partition_method = "parameters";  // "uniform" | "parameters" (PipelineModule's)
+  // DeepSpeed's partition method, normalised as DeepSpeed reads it (lower case; "type:<regex>"
+  // keeps the text up to the next ':'): "parameters" (PipelineModule's default) | "uniform" |
+  // "type:<regex>". The deprecated key partition_method is read as this.
+  std::string partition = "parameters";
+  bool seed_layers = false;                    // warned: no effect (docs/parallel.md)
+  int64_t activation_checkpoint_interval = 0;  // >= 1: every block recomputed (interval 1)
+  bool pipe_partitioned = true;  // warned with tensor_parallel: whole activations sent
+  bool grad_partitioned = true;  // likewise for the activation gradients
   int64_t effective_stages() const { return enabled ? stages : 1; }
 };
+
+// DeepSpeed's reading of a partition method (PipelineModule._partition_layers): lower-cased, then
+// "uniform", "parameters" or "type:<regex>" with the regex the text after "type:" up to the next
+// ':' (it must compile). Returns "" and sets `normalized`, or says what is wrong.
+std::string read_partition_method(const std::string& text, std::string& normalized);
 
 // tensor_parallel: Megatron-style tensor parallelism over `size` adjacent ranks.
 struct TensorParallelConfig {

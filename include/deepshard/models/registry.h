@@ -39,6 +39,9 @@ struct ActivationEstimate {
 struct ArchEntry {
   // model.arch's value.
   const char* name;
+  // The class of its layers as pipeline.partition's type:REGEX sees it (the layer module's class
+  // name without namespace or "Impl").
+  const char* layer_type;
   // Its presets (model.preset) and its checks of a model section (preset applied): the keys it
   // needs, those of another architecture's model it refuses, as (key path, message).
   std::vector<config::ModelPreset> (*presets)();

@@ -26,11 +26,14 @@ struct ModelParallelCounts {
   int heaviest_stage() const;
 };
 
-// `tied`: the name of the embedding weight the head is tied to ("" when untied). Throws
+// `tied`: the name of the embedding weight the head is tied to ("" when untied); `layer_type`: the
+// architecture's layer class (ArchEntry::layer_type), what pipeline.partition's type:REGEX matches
+// besides "Embedding" and "Head". Throws
 // ConfigError naming tensor_parallel.size when it does not divide a split dimension, and
 // pipeline.stages when there are fewer items than stages.
 ModelParallelCounts model_parallel_counts(const std::vector<models::NamedShape>& shapes,
                                           const std::string& tied, const sharding::TensorPlan& plan,
-                                          int tensor_size, int stages, PartitionMethod method);
+                                          const std::string& layer_type, int tensor_size,
+                                          int stages, const PartitionMethod& method);
 
 }  // namespace deepshard::parallel

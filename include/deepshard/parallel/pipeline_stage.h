@@ -28,10 +28,16 @@
 
 namespace deepshard::parallel {
 
-// The split of `model`'s layers over `stages` stages by `method` (parameter counts from the
-// model: the embedding, each layer, the head = the final norm and head plus the tied embedding
-// weight again, since the last stage holds a copy).
-StagePartition partition_model(models::CausalLmImpl& model, PartitionMethod method, int stages);
+// `model`'s layer specs for the split: [embedding, layers..., head] with their layer types
+// ("Embedding", the layer module's class such as "Block" or "LlamaBlock", "Head") and parameter
+// counts (the head: the final norm and head plus the tied embedding weight again, since the last
+// stage holds a copy).
+PipelineItems pipeline_items(models::CausalLmImpl& model);
+
+// The split of `model`'s layers over `stages` stages by `method` (partition_items of
+// pipeline_items(model)).
+StagePartition partition_model(models::CausalLmImpl& model, const PartitionMethod& method,
+                               int stages);
 
 class PipelineStage {
  public:

@@ -92,6 +92,7 @@ void load_fields(const nlohmann::json& saved, config::ModelConfig& m) {
 
 const ArchEntry& gpt_entry() {
   static const ArchEntry entry{.name = "gpt",
+                               .layer_type = "Block",
                                .presets = presets,
                                .check_model = check,
                                .make_model = make_gpt,

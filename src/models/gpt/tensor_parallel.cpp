@@ -90,10 +90,10 @@ at::Tensor TensorParallelGpt::embed(const at::Tensor& idx) {
 at::Tensor TensorParallelGpt::head_loss(const at::Tensor& hidden, const at::Tensor& targets) {
   auto& gpt = *model_;
   // The head is tied to this rank's vocabulary rows: logits [B, T, V/T], never gathered.
-  const at::Tensor logits = project(
-      copy_to_tensor_region(apply_layer_norm(gpt.ln_f, hidden, gpt.config().fused_kernels),
-                            tensor_group()),
-      gpt.wte->weight);
+  const at::Tensor logits =
+      project(copy_to_tensor_region(apply_layer_norm(gpt.ln_f, hidden, gpt.config().fused_kernels),
+                                    tensor_group()),
+              gpt.wte->weight);
   return vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
                                       vocab_start(), tensor_group());
 }

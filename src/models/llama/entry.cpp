@@ -115,6 +115,7 @@ void load_fields(const nlohmann::json& saved, config::ModelConfig& m) {
 
 const ArchEntry& llama_entry() {
   static const ArchEntry entry{.name = "llama",
+                               .layer_type = "LlamaBlock",
                                .presets = presets,
                                .check_model = check,
                                .make_model = make_llama,
