@@ -1,5 +1,5 @@
 // The fused AdamW kernel (FlatAdam over adam_step: one pass, explicit AVX-512 / AVX2+FMA
-// intrinsics or the scalar fallback, forced with DEEPSHARD_ADAM_ISA) against torch::optim::AdamW
+// intrinsics or the scalar fallback, forced with force_adam_isa) against torch::optim::AdamW
 // (a sequence of tensor ops) on 50M fp32 elements, with 1 and 2 intra-op threads, with and without
 // the fused bf16 copy of the parameters. Reported: wall time per step and the bytes the fused
 // kernel must move (param, grad, exp_avg, exp_avg_sq read; three written; plus 2 bytes of bf16).
@@ -34,7 +34,7 @@ void BM_FusedAdamW(benchmark::State& state) {
     state.SkipWithError("this CPU cannot run the variant");
     return;
   }
-  setenv("DEEPSHARD_ADAM_ISA", deepshard::optim::to_string(isa), 1);
+  deepshard::optim::force_adam_isa(isa);
   at::set_num_threads(int(state.range(1)));
   const bool with_bf16 = state.range(2) != 0;
   const auto c = adamw();
@@ -42,7 +42,7 @@ void BM_FusedAdamW(benchmark::State& state) {
   at::Tensor param = torch::randn({kNumel}), grad = torch::randn({kNumel});
   at::Tensor bf16 = with_bf16 ? torch::zeros({kNumel}, torch::kBFloat16) : at::Tensor();
   for (auto _ : state) adam.step(param, grad, c.lr, 1.0f, bf16);
-  unsetenv("DEEPSHARD_ADAM_ISA");
+  deepshard::optim::force_adam_isa(std::nullopt);
   state.SetBytesProcessed(state.iterations() * kNumel * (kBytesPerElement + (with_bf16 ? 2 : 0)));
   state.SetLabel(deepshard::optim::to_string(isa));
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/process_options.h"
 #include "deepshard/util/error.h"
 
 namespace {
@@ -48,6 +49,7 @@ int deepshard::cli::run_cli(int argc, char** argv) {
   for (const auto& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
     try {
+      deepshard::cli::apply_process_options(deepshard::cli::process_options());
       return c.run(deepshard::cli::Args(argv + 2, argv + argc));
     } catch (const deepshard::UsageError& e) {
       std::fprintf(stderr, "deepshard %s: %s\n(see: deepshard %s --help)\n", c.name, e.what(),

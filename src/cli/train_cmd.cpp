@@ -2,20 +2,17 @@
 // [--bf16-compute auto|native|fp32]`: reads the
 // run file, merges a plain DeepSpeed file and the overrides, joins the process group from the
 // environment (run it under `deepshard launch`, mpirun or srun for several ranks) and trains.
-#include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
+#include "cli/process_options.h"
 #include "deepshard/comm/transport_options.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/config/parallel_config.h"
-#include "deepshard/io/aio_options.h"
 #include "deepshard/kernels/bf16_compute.h"
 #include "deepshard/models/registry.h"
 #include "deepshard/parallel/process_groups.h"
@@ -46,21 +43,6 @@ const char* kUsage =
     "Parameters, gradients and communication stay bf16 either way.\n"
     "Several ranks: deepshard launch -n 2 -- deepshard train --config RUN.json\n";
 
-// Test hook (the executable installs it; the library never reads the environment):
-// DEEPSHARD_TEST_SWAP_WRITE_FAIL=N:R makes every swap-file write after the first N of rank R fail
-// with ENOSPC, as a disk that filled up mid-run.
-void install_swap_fault_for_tests(int rank) {
-  const char* spec = std::getenv("DEEPSHARD_TEST_SWAP_WRITE_FAIL");
-  if (spec == nullptr) return;
-  long long after = 0;
-  int who = 0;
-  if (std::sscanf(spec, "%lld:%d", &after, &who) != 2 || who != rank) return;
-  auto writes = std::make_shared<std::atomic<long long>>(0);
-  io::set_process_fault_hook([writes, after](io::IoOp op, const std::string&, int64_t) {
-    return op == io::IoOp::kWrite && ++*writes > after ? ENOSPC : 0;
-  });
-}
-
 }  // namespace
 
 int run_train_command(const Args& args) {
@@ -74,7 +56,8 @@ int run_train_command(const Args& args) {
   std::vector<std::string> argv = {"deepshard", "train"};
   argv.insert(argv.end(), args.begin(), args.end());
   const std::string blas = platform::ensure_blas_kernels(argv);
-  const platform::HeapPolicy heap = platform::retain_freed_heap_memory();
+  const platform::HeapPolicy heap =
+      platform::retain_freed_heap_memory(process_options().heap_request());
 
   nlohmann::json json = config::read_json_file(run_path);
   std::string origin = run_path;
@@ -98,7 +81,6 @@ int run_train_command(const Args& args) {
               "; bf16 compute: ", kernels::to_string(bf16_compute.compute), " (",
               bf16_compute.reason, ")");
   }
-  install_swap_fault_for_tests(info.rank);
   std::vector<std::string> warnings;
   const auto run =
       config::parse_run_config(json, info.world_size, &warnings, origin, models::arch_schemas());

@@ -1,6 +1,6 @@
-// Which Adam kernel variant runs: the best one the CPU supports, or the one DEEPSHARD_ADAM_ISA
-// forces (tests and benchmarks). The environment is read at every call, so nothing is cached.
-#include <cstdlib>
+// Which Adam kernel variant runs: the best one the CPU supports, or the one force_adam_isa set
+// (the executable's DEEPSHARD_ADAM_ISA, tests and benchmarks).
+#include <atomic>
 #include <string>
 
 #include "deepshard/optim/adam.h"
@@ -39,23 +39,35 @@ bool adam_isa_supported(AdamIsa isa) {
   return false;
 }
 
-AdamIsa adam_isa() {
-  constexpr const char* kVariable = "DEEPSHARD_ADAM_ISA";
-  const char* forced = std::getenv(kVariable);
-  if (forced == nullptr || *forced == '\0') {
-    for (AdamIsa isa : {AdamIsa::kAvx512, AdamIsa::kAvx2}) {
-      if (adam_isa_supported(isa)) return isa;
-    }
-    return AdamIsa::kScalar;
-  }
+namespace {
+std::atomic<int> g_forced{-1};  // an AdamIsa, or -1: none
+}  // namespace
+
+AdamIsa parse_adam_isa(const std::string& name) {
   for (AdamIsa isa : {AdamIsa::kAvx512, AdamIsa::kAvx2, AdamIsa::kScalar}) {
-    if (std::string(forced) != to_string(isa)) continue;
-    DS_CHECK(adam_isa_supported(isa), Error, kVariable, "=", forced,
-             ": this CPU (or build) cannot run the ", forced, " Adam kernel");
-    return isa;
+    if (name == to_string(isa)) return isa;
   }
-  throw Error(detail::concat(kVariable, "=", forced,
-                             ": unknown Adam kernel variant (expected avx512, avx2 or scalar)"));
+  throw Error(detail::concat("\"", name,
+                             "\": unknown Adam kernel variant (expected avx512, avx2 or scalar)"));
+}
+
+void force_adam_isa(std::optional<AdamIsa> isa) {
+  DS_CHECK(!isa || adam_isa_supported(*isa), Error, "this CPU (or build) cannot run the ",
+           to_string(*isa), " Adam kernel");
+  g_forced = isa ? static_cast<int>(*isa) : -1;
+}
+
+std::optional<AdamIsa> forced_adam_isa() {
+  const int forced = g_forced.load();
+  return forced < 0 ? std::nullopt : std::optional<AdamIsa>(static_cast<AdamIsa>(forced));
+}
+
+AdamIsa adam_isa() {
+  if (const std::optional<AdamIsa> forced = forced_adam_isa()) return *forced;
+  for (AdamIsa isa : {AdamIsa::kAvx512, AdamIsa::kAvx2}) {
+    if (adam_isa_supported(isa)) return isa;
+  }
+  return AdamIsa::kScalar;
 }
 
 }  // namespace deepshard::optim

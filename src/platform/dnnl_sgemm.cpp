@@ -1,8 +1,7 @@
 // oneDNN's sgemm, checked once per process (dnnl_sgemm.h).
 #include "deepshard/platform/dnnl_sgemm.h"
 
-#include <cstdlib>
-#include <string_view>
+#include <atomic>
 
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
@@ -14,6 +13,8 @@
 
 namespace deepshard::platform {
 namespace {
+
+std::atomic<bool> g_torch_linear{false};
 
 struct Decision {
   bool usable = false;
@@ -27,13 +28,10 @@ const Decision& decision() {
       r.status = "not built with oneDNN (libdnnl-dev): Linear layers use libtorch's matmul";
       return r;
     }
-    const char* choice = std::getenv("DEEPSHARD_LINEAR");
-    if (choice != nullptr && std::string_view(choice) == "torch") {
+    if (g_torch_linear.load()) {
       r.status = "DEEPSHARD_LINEAR=torch: Linear layers use libtorch's matmul";
       return r;
     }
-    DS_CHECK(choice == nullptr || *choice == '\0' || std::string_view(choice) == "dnnl", Error,
-             "DEEPSHARD_LINEAR=", choice, ": expected dnnl (the default) or torch");
     std::string why;
     r.usable = dnnl_sgemm_numerically_correct(&why);
 #if DS_HAVE_DNNL
@@ -74,6 +72,8 @@ bool dnnl_sgemm_numerically_correct(std::string* detail) {
   if (!error.empty()) *detail = error;
   return ok && error.empty();
 }
+
+void keep_torch_linear() { g_torch_linear = true; }
 
 bool dnnl_sgemm_usable() { return decision().usable; }
 

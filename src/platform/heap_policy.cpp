@@ -2,7 +2,6 @@
 #include "deepshard/platform/heap_policy.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <string_view>
 
 #include "deepshard/util/error.h"
@@ -18,8 +17,8 @@ constexpr int kMmapThreshold = 32 << 20;  // glibc's upper limit for M_MMAP_THRE
 constexpr int kTrimThreshold = 1 << 30;
 constexpr int kTopPad = 64 << 20;
 
-HeapPolicy apply() {
-  HeapPolicy policy = choose_heap_policy(std::getenv("DEEPSHARD_HEAP"), users_heap_setting());
+HeapPolicy apply(const HeapRequest& request) {
+  HeapPolicy policy = choose_heap_policy(request.deepshard_heap, request.users_setting);
   if (!policy.retained) return policy;
 #if defined(__GLIBC__)
   policy.retained = mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 &&
@@ -38,17 +37,6 @@ std::atomic<const HeapPolicy*> g_applied{nullptr};
 
 }  // namespace
 
-std::string users_heap_setting() {
-  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"}) {
-    if (std::getenv(name) != nullptr) return name;
-  }
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables != nullptr &&
-      std::string_view(tunables).find("glibc.malloc.") != std::string_view::npos)
-    return "GLIBC_TUNABLES (glibc.malloc)";
-  return "";
-}
-
 HeapPolicy choose_heap_policy(const char* deepshard_heap, const std::string& users_setting) {
   const std::string_view wanted =
       deepshard_heap == nullptr || *deepshard_heap == '\0' ? "retain" : deepshard_heap;
@@ -61,8 +49,8 @@ HeapPolicy choose_heap_policy(const char* deepshard_heap, const std::string& use
   return {true, "retain freed memory (glibc mmap threshold 32 MiB, trim threshold 1 GiB)"};
 }
 
-HeapPolicy retain_freed_heap_memory() {
-  static const HeapPolicy policy = apply();
+HeapPolicy retain_freed_heap_memory(const HeapRequest& request) {
+  static const HeapPolicy policy = apply(request);
   g_applied.store(&policy);
   return policy;
 }

@@ -3,8 +3,6 @@
 
 #include <ATen/Parallel.h>
 
-#include <cstdlib>
-
 #include "deepshard/kernels/bf16_compute.h"
 #include "deepshard/platform/blas_kernels.h"
 #include "deepshard/platform/cpu_info.h"
@@ -16,11 +14,10 @@ namespace deepshard::train {
 nlohmann::json platform_json() {
   const auto cpu = platform::detect_cpu();
   const auto blas = platform::current_blas_choice();
-  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   return {{"cpu", cpu.model_name},
           {"isa", cpu.isa()},
           {"openblas_core", blas.detected_core},
-          {"openblas_coretype", coretype ? coretype : ""},
+          {"openblas_coretype", blas.env_coretype},
           {"blas", blas.reason},
           {"intra_op_threads", at::get_num_threads()},
           {"onednn", onednn_version()},

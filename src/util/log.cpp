@@ -4,16 +4,11 @@
 
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 
 namespace deepshard::log {
 namespace {
 std::atomic<int> g_rank{-1};
-std::atomic<int> g_level{[] {
-  const char* env = std::getenv("DEEPSHARD_LOG_LEVEL");
-  const std::optional<Level> level = env == nullptr ? std::nullopt : parse_level(env);
-  return static_cast<int>(level.value_or(Level::kInfo));
-}()};
+std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
 const char* level_name(Level level) {
   switch (level) {
     case Level::kDebug:

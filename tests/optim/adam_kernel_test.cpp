@@ -1,5 +1,5 @@
 // The adam_step kernel variants (AVX-512, AVX2+FMA, scalar): choice by CPU and by
-// DEEPSHARD_ADAM_ISA, agreement of every vector variant with the scalar reference on lengths with
+// force_adam_isa, agreement of every vector variant with the scalar reference on lengths with
 // and without vector tails, no writes past the end, and the fused bf16 copy against torch's own
 // float -> bf16 conversion, bit for bit (ties, subnormals, overflow to inf; NaN as c10::BFloat16).
 #include <gtest/gtest.h>
@@ -42,9 +42,9 @@ struct AdamState {
 // The bf16 tensor's bit patterns as int16, so that NaNs compare too.
 at::Tensor bits(const at::Tensor& bf16) { return bf16.view(at::kShort); }
 
-TEST(AdamIsa, BestSupportedByDefaultAndForcedByEnvironment) {
+TEST(AdamIsa, BestSupportedByDefaultAndForcedByTheCaller) {
   {
-    ScopedAdamIsa unset(nullptr);
+    ScopedAdamIsa unset(std::nullopt);
     const AdamIsa best = adam_isa_supported(AdamIsa::kAvx512) ? AdamIsa::kAvx512
                          : adam_isa_supported(AdamIsa::kAvx2) ? AdamIsa::kAvx2
                                                               : AdamIsa::kScalar;
@@ -56,20 +56,20 @@ TEST(AdamIsa, BestSupportedByDefaultAndForcedByEnvironment) {
     ScopedAdamIsa forced(isa);
     EXPECT_EQ(adam_isa(), isa);
   }
-  {
-    ScopedAdamIsa bogus("sse9");
-    try {
-      adam_isa();
-      ADD_FAILURE() << "an unknown variant was accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("DEEPSHARD_ADAM_ISA=sse9"), std::string::npos)
-          << e.what();
-    }
+  for (AdamIsa isa : {AdamIsa::kAvx512, AdamIsa::kAvx2, AdamIsa::kScalar}) {
+    EXPECT_EQ(parse_adam_isa(to_string(isa)), isa);
+  }
+  try {
+    parse_adam_isa("sse9");
+    ADD_FAILURE() << "an unknown variant was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"sse9\": unknown Adam kernel variant"),
+              std::string::npos)
+        << e.what();
   }
   for (AdamIsa isa : {AdamIsa::kAvx2, AdamIsa::kAvx512}) {
     if (adam_isa_supported(isa)) continue;
-    ScopedAdamIsa forced(isa);
-    EXPECT_THROW(adam_isa(), Error) << to_string(isa);
+    EXPECT_THROW(force_adam_isa(isa), Error) << to_string(isa);
   }
 }
 

@@ -1,5 +1,5 @@
 // Shared by the Adam tests: the AdamW config they use, the relative max-norm difference, and a
-// scoped DEEPSHARD_ADAM_ISA that forces one kernel variant.
+// scoped force_adam_isa that forces one kernel variant.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -39,28 +39,19 @@ inline std::vector<AdamIsa> supported_isas() {
   return isas;
 }
 
-// Sets DEEPSHARD_ADAM_ISA for its lifetime (nullptr: unset), restoring the previous value.
+// Forces an Adam variant for its lifetime (force_adam_isa; nullopt: the best supported one),
+// restoring the previous choice.
 class ScopedAdamIsa {
  public:
-  explicit ScopedAdamIsa(const char* value) {
-    if (const char* old = std::getenv(kVariable)) previous_ = old;
-    set(value);
+  explicit ScopedAdamIsa(std::optional<AdamIsa> isa) : previous_(forced_adam_isa()) {
+    force_adam_isa(isa);
   }
-  explicit ScopedAdamIsa(AdamIsa isa) : ScopedAdamIsa(to_string(isa)) {}
-  ~ScopedAdamIsa() { set(previous_ ? previous_->c_str() : nullptr); }
+  ~ScopedAdamIsa() { force_adam_isa(previous_); }
   ScopedAdamIsa(const ScopedAdamIsa&) = delete;
   ScopedAdamIsa& operator=(const ScopedAdamIsa&) = delete;
 
  private:
-  static constexpr const char* kVariable = "DEEPSHARD_ADAM_ISA";
-  static void set(const char* value) {
-    if (value) {
-      setenv(kVariable, value, 1);
-    } else {
-      unsetenv(kVariable);
-    }
-  }
-  std::optional<std::string> previous_;
+  std::optional<AdamIsa> previous_;
 };
 
 }  // namespace deepshard::optim::test

@@ -4,7 +4,8 @@
 //   and parameters on NVMe, N = 3);
 // - before training: a missing nvme_path, a filesystem refusing O_DIRECT (ramfs) and one too small
 //   for the swap files (a 256 KiB tmpfs) are clear errors naming the path and the bytes needed;
-// - mid-run: swap writes that fail with ENOSPC on rank 1 (DEEPSHARD_TEST_SWAP_WRITE_FAIL) stop
+// - mid-run: swap writes that fail with ENOSPC on rank 1 (deepshard_faults'
+//   DEEPSHARD_TEST_SWAP_WRITE_FAIL) stop
 // every
 //   rank with an error naming rank 1's swap file, and the last checkpoint stays intact: the run
 //   resumes from it.
@@ -43,7 +44,9 @@ class OffloadCheckpoint : public ::testing::Test {
     const std::string run_dir = dir_.file("run_" + name);
     const std::string config = dir_.file(name + ".json");
     write_file(config, tiny_run_config(data_, run_dir, 12 / ranks, 1, steps, extra.dump()));
-    auto r = run_ranks(ranks, deepshard_exe(), {"train", "--config", config}, 300, env);
+    // Faults come through the test executable (tests/workers/fault_main.cpp), never deepshard.
+    auto r = run_ranks(ranks, env.empty() ? deepshard_exe() : faults_exe(),
+                       {"train", "--config", config}, 300, env);
     TrainRun out{r.exit_status, r.output, {}};
     if (fs::exists(run_dir + "/metrics.jsonl")) out.metrics = read_metrics(run_dir);
     return out;

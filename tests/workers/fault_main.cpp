@@ -12,10 +12,15 @@
 //   DEEPSHARD_TEST_KILL_AT_STEP=S [DEEPSHARD_TEST_FAIL_RANK=R, default 0]: rank R kills itself
 //     (SIGKILL) at the start of training step S (a dead rank: no error message of its own);
 //   DEEPSHARD_TEST_SAVE_DELAY_MS=T: every rank sleeps T ms before writing its checkpoint shard;
-//   DEEPSHARD_TEST_SAVE_KILL=R:TAG: rank R kills itself (SIGKILL) while saving checkpoint TAG.
+//   DEEPSHARD_TEST_SAVE_KILL=R:TAG: rank R kills itself (SIGKILL) while saving checkpoint TAG;
+//   DEEPSHARD_TEST_SWAP_WRITE_FAIL=N:R: every swap-file write after the first N of the process
+//     whose RANK is R fails with ENOSPC, as a disk that filled up mid-run (io's fault hook).
 #include <signal.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -24,6 +29,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "deepshard/io/aio_options.h"
 #include "deepshard/util/error.h"
 #include "util/fault_injection.h"
 
@@ -76,10 +82,23 @@ class EnvFaults : public FaultInjection {
   std::optional<int64_t> save_delay_ms_ = env_int("DEEPSHARD_TEST_SAVE_DELAY_MS");
 };
 
+void install_swap_write_fault() {
+  const char* spec = std::getenv("DEEPSHARD_TEST_SWAP_WRITE_FAIL");
+  if (spec == nullptr) return;
+  long long after = 0;
+  int who = 0;
+  if (std::sscanf(spec, "%lld:%d", &after, &who) != 2 || who != env_int("RANK").value_or(0)) return;
+  auto writes = std::make_shared<std::atomic<long long>>(0);
+  io::set_process_fault_hook([writes, after](io::IoOp op, const std::string&, int64_t) {
+    return op == io::IoOp::kWrite && ++*writes > after ? ENOSPC : 0;
+  });
+}
+
 }  // namespace
 }  // namespace deepshard::testing
 
 int main(int argc, char** argv) {
   deepshard::testing::install_fault_injection(std::make_shared<deepshard::testing::EnvFaults>());
+  deepshard::testing::install_swap_write_fault();
   return deepshard::cli::run_cli(argc, argv);
 }

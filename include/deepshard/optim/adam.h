@@ -7,6 +7,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "deepshard/config/ds_config.h"
@@ -36,9 +38,16 @@ enum class AdamIsa { kScalar, kAvx2, kAvx512 };
 const char* to_string(AdamIsa isa);
 // Whether this CPU (and build) can run the variant; kScalar always.
 bool adam_isa_supported(AdamIsa isa);
-// The variant adam_step uses: DEEPSHARD_ADAM_ISA=avx512|avx2|scalar if set and not empty (read at
-// every call; throws Error for an unknown or unsupported value), else the best supported one.
+// The variant adam_step uses: the one force_adam_isa set, else the best supported one.
 AdamIsa adam_isa();
+// Forces the variant for the whole process (nullopt: the best supported one again); the
+// executable's DEEPSHARD_ADAM_ISA, tests and benchmarks. Throws Error when this CPU (or build)
+// cannot run it.
+void force_adam_isa(std::optional<AdamIsa> isa);
+// The variant force_adam_isa set, or nullopt.
+std::optional<AdamIsa> forced_adam_isa();
+// The variant named "avx512", "avx2" or "scalar"; throws Error naming `name` otherwise.
+AdamIsa parse_adam_isa(const std::string& name);
 
 struct ParamRange {
   int64_t offset = 0;  // in the gradient and optimizer-state buffers

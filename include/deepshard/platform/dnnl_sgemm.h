@@ -18,10 +18,12 @@ bool dnnl_sgemm_built();
 // `detail` saying which case) on a wrong result, a oneDNN error, or without oneDNN.
 bool dnnl_sgemm_numerically_correct(std::string* detail);
 
-// Whether this process uses dnnl_sgemm: built with it, not switched off by the environment
-// (DEEPSHARD_LINEAR=torch keeps libtorch's matmul, for before/after measurements; any value other
-// than dnnl or torch throws Error), and the numeric check passed (run once on the first call,
-// thread-safe). A refusal is logged once as an info line.
+// Keeps libtorch's matmul for the Linear layers (for before/after measurements; the executable's
+// DEEPSHARD_LINEAR=torch). Call before the first dnnl_sgemm_usable(), which decides once.
+void keep_torch_linear();
+// Whether this process uses dnnl_sgemm: built with it, not switched off by keep_torch_linear(), and
+// the numeric check passed (run once on the first call, thread-safe). A refusal is logged once as
+// an info line.
 bool dnnl_sgemm_usable();
 
 // One line for `deepshard doctor`: the oneDNN version and whether its sgemm is used, or why not.

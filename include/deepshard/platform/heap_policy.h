@@ -8,7 +8,8 @@
 // steady state reuses the same pages. Peak RSS stays what the peak allocation needs; RSS just does
 // not fall between steps. `deepshard train` applies it at start; library users may call it.
 // The user's own choice wins: nothing changes when MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_,
-// MALLOC_TOP_PAD_ or a glibc.malloc GLIBC_TUNABLES entry is set, or DEEPSHARD_HEAP=system.
+// MALLOC_TOP_PAD_ or a glibc.malloc GLIBC_TUNABLES entry is set, or DEEPSHARD_HEAP=system (the
+// executable reads them from its environment, cli/process_options.h, and passes a HeapRequest).
 #pragma once
 
 #include <string>
@@ -25,12 +26,15 @@ struct HeapPolicy {
 // for a DEEPSHARD_HEAP other than "retain" or "system".
 HeapPolicy choose_heap_policy(const char* deepshard_heap, const std::string& users_setting);
 
-// The environment variable by which the user already chose a heap policy, or "".
-std::string users_heap_setting();
+// What the process asks for (the executable reads both from its environment once at start).
+struct HeapRequest {
+  const char* deepshard_heap = nullptr;  // DEEPSHARD_HEAP: "retain" (nullptr), "system"
+  std::string users_setting;  // the variable by which the user chose a heap policy already, or ""
+};
 
-// Applies the policy once per process (later calls return the first result). Not glibc: a no-op
-// that says so. DEEPSHARD_HEAP other than "retain" (the default) or "system" throws Error.
-HeapPolicy retain_freed_heap_memory();
+// Applies choose_heap_policy's decision once per process (later calls return the first result).
+// Not glibc: a no-op that says so. Throws Error as choose_heap_policy.
+HeapPolicy retain_freed_heap_memory(const HeapRequest& request = {});
 
 // What retain_freed_heap_memory() decided, or the C library's default when it was never called.
 std::string heap_policy_status();

@@ -1,0 +1,68 @@
+// The executable's environment knobs (process_options.h): the one place outside the rendezvous and
+// the launcher that reads the environment.
+#include "cli/process_options.h"
+
+#include <cstdlib>
+#include <string_view>
+
+#include "deepshard/optim/adam.h"
+#include "deepshard/platform/dnnl_sgemm.h"
+#include "deepshard/util/error.h"
+#include "deepshard/util/log.h"
+
+namespace deepshard::cli {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+std::string users_heap_setting() {
+  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"}) {
+    if (std::getenv(name) != nullptr) return name;
+  }
+  const std::optional<std::string> tunables = env("GLIBC_TUNABLES");
+  if (tunables && tunables->find("glibc.malloc.") != std::string::npos)
+    return "GLIBC_TUNABLES (glibc.malloc)";
+  return "";
+}
+
+}  // namespace
+
+const ProcessOptions& process_options() {
+  static const ProcessOptions options = [] {
+    ProcessOptions o;
+    o.log_level = env("DEEPSHARD_LOG_LEVEL");
+    o.adam_isa = env("DEEPSHARD_ADAM_ISA");
+    o.linear = env("DEEPSHARD_LINEAR");
+    o.heap = env("DEEPSHARD_HEAP");
+    o.users_heap_setting = users_heap_setting();
+    return o;
+  }();
+  return options;
+}
+
+void apply_process_options(const ProcessOptions& options) {
+  if (options.log_level) {
+    const std::optional<log::Level> level = log::parse_level(*options.log_level);
+    DS_CHECK(level.has_value(), UsageError, "DEEPSHARD_LOG_LEVEL=", *options.log_level,
+             ": expected debug, info, warn or error");
+    log::set_level(*level);
+  }
+  if (options.adam_isa) {
+    try {
+      optim::force_adam_isa(optim::parse_adam_isa(*options.adam_isa));
+    } catch (const Error& e) {
+      throw UsageError(detail::concat("DEEPSHARD_ADAM_ISA=", *options.adam_isa, ": ", e.what()));
+    }
+  }
+  if (options.linear) {
+    DS_CHECK(*options.linear == "dnnl" || *options.linear == "torch", UsageError,
+             "DEEPSHARD_LINEAR=", *options.linear, ": expected dnnl (the default) or torch");
+    if (*options.linear == "torch") platform::keep_torch_linear();
+  }
+}
+
+}  // namespace deepshard::cli
