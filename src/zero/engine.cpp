@@ -4,9 +4,9 @@
 
 #include "deepshard/config/loader.h"
 #include "deepshard/util/error.h"
-#include "zero/sharded_optimizer_engine.h"
-#include "zero/stage0_engine.h"
-#include "zero/stage3_engine.h"
+#include "zero/engines/sharded_optimizer_engine.h"
+#include "zero/engines/stage0_engine.h"
+#include "zero/engines/stage3_engine.h"
 
 namespace deepshard::zero {
 
