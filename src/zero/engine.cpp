@@ -5,9 +5,9 @@
 #include "deepshard/config/loader.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
-#include "zero/sharded_optimizer_engine.h"
-#include "zero/stage0_engine.h"
-#include "zero/stage3_engine.h"
+#include "zero/engines/sharded_optimizer_engine.h"
+#include "zero/engines/stage0_engine.h"
+#include "zero/engines/stage3_engine.h"
 
 namespace deepshard::zero {
 

@@ -1,6 +1,6 @@
 // Multi-rank scenarios for the public sharding API, run by tests/train/sharding_api_test.cpp:
 // a model whose ranks run its units in different orders must fail on every rank at the first unit
-// gather that differs (zero/fetch_check.h; no hang, no wrong numbers).
+// gather that differs (zero/stage3/fetch_check.h; no hang, no wrong numbers).
 #include <deepshard/sharding/sharding_plan.h>
 #include <torch/torch.h>
 

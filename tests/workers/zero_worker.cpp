@@ -5,7 +5,7 @@
 #include <string>
 
 #include "workers/worker.h"
-#include "zero/fetch_check.h"
+#include "zero/stage3/fetch_check.h"
 
 namespace deepshard::testing {
 namespace {

@@ -1,5 +1,5 @@
 // Implementation of the stage-1/2 engine (see sharded_optimizer_engine.h).
-#include "zero/sharded_optimizer_engine.h"
+#include "zero/engines/sharded_optimizer_engine.h"
 
 #include <torch/torch.h>
 

@@ -1,5 +1,5 @@
 // Implementation of UnitTrace (see unit_trace.h).
-#include "zero/unit_trace.h"
+#include "zero/stage3/unit_trace.h"
 
 #include <torch/torch.h>
 

@@ -3,7 +3,7 @@
 // root, and what the declaration gets wrong is a ConfigError naming it: a parameter shared by two
 // units or by a unit and the root without being declared tied, a unit that is not part of the
 // model, an unknown tied parameter, a unit with nothing to train, a model without a plan.
-#include "zero/unit_plan.h"
+#include "zero/stage3/unit_plan.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,5 +1,5 @@
 // resolve_units and declared_plan (see unit_plan.h).
-#include "zero/unit_plan.h"
+#include "zero/stage3/unit_plan.h"
 
 #include <map>
 #include <unordered_map>

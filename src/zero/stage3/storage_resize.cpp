@@ -1,6 +1,6 @@
 // Implementation of the storage helpers (see storage_resize.h). The storage's own allocator is
 // used, so this works on any device (at::native::resize_bytes_cpu is the CPU-only form of it).
-#include "zero/storage_resize.h"
+#include "zero/stage3/storage_resize.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/StorageImpl.h>

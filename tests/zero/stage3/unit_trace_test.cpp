@@ -1,7 +1,7 @@
 // UnitTrace on one rank: the first pass records the unit order, later passes follow it; a pass in
 // another order invalidates the trace with one warning (not one per departure), the next pass
 // records the new order and the one after follows it.
-#include "zero/unit_trace.h"
+#include "zero/stage3/unit_trace.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Implementation of FetchCheck (see fetch_check.h).
-#include "zero/fetch_check.h"
+#include "zero/stage3/fetch_check.h"
 
 #include <ATen/ATen.h>
 

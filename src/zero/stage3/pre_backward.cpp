@@ -1,6 +1,6 @@
 // Implementation of run_before_backward (see pre_backward.h): a torch::autograd::Function whose
 // backward calls the callback and passes the gradient through.
-#include "zero/pre_backward.h"
+#include "zero/stage3/pre_backward.h"
 
 #include <torch/torch.h>
 

@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "zero/stage3_unit.h"
-#include "zero/storage_resize.h"
-#include "zero/unit_plan.h"
+#include "zero/stage3/storage_resize.h"
+#include "zero/stage3/unit.h"
+#include "zero/stage3/unit_plan.h"
 
 namespace deepshard::zero {
 
@@ -29,7 +29,7 @@ sharding::UnitBuilt PartitionedBuild::unit_hook() {
     auto unit = std::make_unique<Stage3Unit>(name, trainable_entries(name, module), group_.size());
     peak_full_bytes_ = std::max(peak_full_bytes_, unit->padded_numel() * unit->element_size());
     unit->partition(group_, torch::empty({unit->slice_numel()}, unit->options()));
-    unit->release();
+    unit->reshard();
     if (units_.size() <= u) units_.resize(u + 1);
     units_[u] = std::move(unit);
   };

@@ -1,10 +1,12 @@
-// Implementation of Stage3Unit (see stage3_unit.h).
-#include "zero/stage3_unit.h"
+// Implementation of Stage3Unit and its states (see unit.h).
+#include "zero/stage3/unit.h"
 
 #include <torch/torch.h>
 
+#include <sstream>
+
 #include "deepshard/util/error.h"
-#include "zero/storage_resize.h"
+#include "zero/stage3/storage_resize.h"
 
 namespace deepshard::zero {
 namespace {
@@ -16,6 +18,36 @@ std::vector<int64_t> numels_of(const std::vector<FlatParamEntry>& params) {
 }
 
 }  // namespace
+
+const char* to_string(UnitState state) {
+  switch (state) {
+    case UnitState::kSharded:
+      return "sharded";
+    case UnitState::kGathering:
+      return "gathering";
+    case UnitState::kGathered:
+      return "gathered";
+    case UnitState::kReducing:
+      return "reducing";
+    case UnitState::kReleased:
+      return "released";
+  }
+  return "?";
+}
+
+void Stage3Unit::transition(const char* operation, std::initializer_list<UnitState> from,
+                            UnitState to) {
+  for (UnitState s : from) {
+    if (s == state_) {
+      state_ = to;
+      return;
+    }
+  }
+  std::ostringstream allowed;
+  for (UnitState s : from) allowed << (allowed.tellp() > 0 ? " or " : "") << to_string(s);
+  throw Error(detail::concat("internal error: ZeRO-3 unit ", name_, ": ", operation, " while ",
+                             to_string(state_), " (only from ", allowed.str(), ")"));
+}
 
 Stage3Unit::Stage3Unit(std::string name, std::vector<FlatParamEntry> params, int world_size)
     : name_(std::move(name)),
@@ -54,7 +86,8 @@ void Stage3Unit::adopt(const std::string& name, const std::vector<FlatParamEntry
 }
 
 void Stage3Unit::partition(comm::Group& group, const at::Tensor& shard) {
-  DS_ASSERT(gathered_ && shard.numel() == slice_numel() && shard.dtype() == full_.dtype());
+  DS_ASSERT(shard.numel() == slice_numel() && shard.dtype() == full_.dtype());
+  transition("partition", {UnitState::kGathered}, UnitState::kGathered);
   group.broadcast(full_, 0);
   torch::NoGradGuard no_grad;
   shard.copy_(full_.narrow(0, group.rank() * slice_numel(), slice_numel()));
@@ -68,22 +101,34 @@ void Stage3Unit::move_shard(const at::Tensor& shard) {
   shard_ = shard;
 }
 
-comm::Work Stage3Unit::gather_async(comm::Group& group) {
+void Stage3Unit::start_gather(comm::Group& group) {
   DS_ASSERT(shard_.defined(), "ZeRO-3 unit ", name_, " gathered before partition()");
-  if (!gathered_) allocate_storage(full_, size_t(padded_numel() * element_size()));
-  gathered_ = true;
+  const bool allocate = !holds_storage();
+  transition("start_gather", {UnitState::kSharded, UnitState::kReleased, UnitState::kGathered},
+             UnitState::kGathering);
+  if (allocate) allocate_storage(full_, size_t(padded_numel() * element_size()));
   // Through an alias: the parameters' version counters (checked by autograd's saved views) stay.
-  return group.all_gather_async(storage_alias(full_), shard_);
+  gather_ = group.all_gather_async(storage_alias(full_), shard_);
 }
 
-void Stage3Unit::release() {
-  if (!gathered_) return;
-  free_storage(full_);
-  gathered_ = false;
+void Stage3Unit::wait_gather() {
+  if (state_ != UnitState::kGathering) return;
+  gather_.wait();
+  gather_ = comm::Work();
+  state_ = UnitState::kGathered;
 }
+
+void Stage3Unit::free_full_storage(const char* operation, UnitState to) {
+  transition(operation, {UnitState::kGathered}, to);
+  free_storage(full_);
+}
+
+void Stage3Unit::release() { free_full_storage("release", UnitState::kReleased); }
+
+void Stage3Unit::reshard() { free_full_storage("reshard", UnitState::kSharded); }
 
 void Stage3Unit::begin_grads() {
-  DS_ASSERT(!grads_.defined(), "ZeRO-3 unit ", name_, ": gradients begun twice");
+  transition("begin_grads", {UnitState::kGathered}, UnitState::kReducing);
   grads_ = torch::zeros({padded_numel()}, full_.options());
   for (auto& e : params_) {
     e.param.mutable_grad() = grads_.narrow(0, e.offset, e.numel).view(e.param.sizes());
@@ -91,7 +136,7 @@ void Stage3Unit::begin_grads() {
 }
 
 at::Tensor Stage3Unit::take_grads() {
-  DS_ASSERT(grads_.defined(), "ZeRO-3 unit ", name_, ": no gradients to take");
+  transition("take_grads", {UnitState::kReducing}, UnitState::kGathered);
   for (auto& e : params_) e.param.mutable_grad().reset();
   return std::exchange(grads_, at::Tensor());
 }

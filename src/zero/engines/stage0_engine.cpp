@@ -1,5 +1,5 @@
 // Implementation of the stage-0 engine (see stage0_engine.h).
-#include "zero/stage0_engine.h"
+#include "zero/engines/stage0_engine.h"
 
 #include <torch/torch.h>
 
