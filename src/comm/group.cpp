@@ -37,12 +37,21 @@ bool gloo_moves(at::ScalarType t) {
 
 class FlatGroup : public Group {
  public:
+  // `link`: the class every collective is recorded under (nullopt: the transport records its
+  // stages itself). The transport may be set later (set_transport) when it needs the log.
   FlatGroup(const RendezvousInfo& info, std::unique_ptr<Transport> transport,
-            c10::intrusive_ptr<c10d::Store> store = {}, std::unique_ptr<JobStore> job = nullptr)
+            std::optional<LinkClass> link, c10::intrusive_ptr<c10d::Store> store = {},
+            std::unique_ptr<JobStore> job = nullptr)
       : info_(info),
+        link_(link),
         job_(std::move(job)),
         transport_(std::move(transport)),
         store_(std::move(store)) {}
+
+  void set_transport(std::unique_ptr<Transport> transport, std::optional<LinkClass> link) {
+    transport_ = std::move(transport);
+    link_ = link;
+  }
 
   int rank() const override { return info_.rank; }
   int size() const override { return info_.world_size; }
@@ -84,7 +93,7 @@ class FlatGroup : public Group {
   }
 
   void barrier() override {
-    OpInfo info{"barrier", rank(), 0, at::kByte, 0};
+    OpInfo info{"barrier", rank(), 0, at::kByte, 0, link_};
     auto start_time = Clock::now();
     Work(std::make_unique<Work::Impl>(info, log_, start_time, transport_->barrier(), nullptr))
         .wait();
@@ -93,7 +102,7 @@ class FlatGroup : public Group {
  private:
   OpInfo describe_op(const char* op, const at::Tensor& t, size_t bytes) const {
     DS_CHECK(t.defined(), Error, "rank ", rank(), ": ", op, " of an undefined tensor");
-    return OpInfo{op, rank(), t.numel(), t.scalar_type(), static_cast<int64_t>(bytes)};
+    return OpInfo{op, rank(), t.numel(), t.scalar_type(), static_cast<int64_t>(bytes), link_};
   }
 
   void check_movable(const OpInfo& info, const at::Tensor& t, const char* name) const {
@@ -134,33 +143,52 @@ class FlatGroup : public Group {
                                              std::move(started.finish)));
   }
 
+  CommLog log_;  // outlives the transport, whose thread may still record into it
   RendezvousInfo info_;
+  std::optional<LinkClass> link_;
   std::unique_ptr<JobStore> job_;  // outlives the transport (null for one rank)
   std::unique_ptr<Transport> transport_;
   c10::intrusive_ptr<c10d::Store> store_;
-  CommLog log_;
 };
 
 // The shared-memory transport when every rank of `info` is on this host (unless Gloo is asked
-// for), else Gloo; `store` is the rendezvous store of exactly these ranks.
+// for); across hosts the hierarchical transport when the layout allows, else Gloo; `store` is the
+// rendezvous store of exactly these ranks. `job_rank_of` maps the group's ranks to the job's
+// (null: unknown, then peers are not timed).
 std::unique_ptr<Group> join(const RendezvousInfo& info, c10::intrusive_ptr<c10d::Store> store,
-                            const GroupOptions& options, std::unique_ptr<JobStore> job = nullptr) {
+                            const GroupOptions& options, std::function<int(int)> job_rank_of,
+                            std::unique_ptr<JobStore> job = nullptr) {
   const bool one_host = info.local_world_size == info.world_size;
   DS_CHECK(one_host || options.transport != TransportKind::kShm, CommError, "rank ", info.rank,
            ": comm.transport \"shm\" needs every rank on one host, but this job has ",
            info.local_world_size, " of its ", info.world_size,
            " ranks per host (use \"auto\" or \"gloo\")");
+  const LinkClass link = one_host ? LinkClass::kIntraNode : LinkClass::kCrossNode;
   if (one_host && options.transport != TransportKind::kGloo) {
     try {
       return std::make_unique<FlatGroup>(info, make_shm_transport(info, store, options.timeout),
-                                         store, std::move(job));
+                                         link, store, std::move(job));
     } catch (const ShmUnavailable& e) {
       if (options.transport == TransportKind::kShm) throw;
       log::warn("shared-memory transport unavailable, using Gloo: ", e.what());
     }
   }
-  auto transport = make_gloo_transport(info, store, options.timeout);
-  return std::make_unique<FlatGroup>(info, std::move(transport), store, std::move(job));
+  if (one_host) {
+    auto transport = make_gloo_transport(info, store, options.timeout);
+    return std::make_unique<FlatGroup>(info, std::move(transport), link, store, std::move(job));
+  }
+  auto group = std::make_unique<FlatGroup>(info, nullptr, std::nullopt, store, std::move(job));
+  const PeerTiming peers{&group->log(), job_rank_of};
+  std::unique_ptr<Transport> hierarchical;
+  if (options.transport == TransportKind::kAuto) {
+    hierarchical = make_hierarchical_transport(info, store, options.timeout, peers);
+  }
+  if (hierarchical) {
+    group->set_transport(std::move(hierarchical), std::nullopt);
+  } else {
+    group->set_transport(make_gloo_transport(info, store, options.timeout, peers), link);
+  }
+  return group;
 }
 
 }  // namespace
@@ -201,10 +229,13 @@ std::unique_ptr<Group> create_group(const RendezvousInfo& info, const GroupOptio
            "Group::create: rank ", info.rank, " is not in a world of ", info.world_size);
   DS_CHECK(options.timeout.count() > 0, CommError, "Group::create: timeout must be positive, got ",
            options.timeout.count(), " ms");
-  if (info.world_size == 1) return std::make_unique<FlatGroup>(info, make_local_transport());
+  if (info.world_size == 1) {
+    return std::make_unique<FlatGroup>(info, make_local_transport(), LinkClass::kIntraNode);
+  }
   auto job = connect_store(info, options.timeout);
   const auto store = job->store();
-  return join(info, store, options, std::move(job));
+  return join(
+      info, store, options, [](int r) { return r; }, std::move(job));
 }
 
 std::unique_ptr<Group> create_subgroup(const Group& world, const std::vector<int>& members,
@@ -232,12 +263,16 @@ std::unique_ptr<Group> create_subgroup(const Group& world, const std::vector<int
   const int host = world.rank() / per_host;
   sub.local_world_size = 0;
   for (int m : members) sub.local_world_size += m / per_host == host ? 1 : 0;
-  if (sub.world_size == 1) return std::make_unique<FlatGroup>(sub, make_local_transport());
+  if (sub.world_size == 1) {
+    return std::make_unique<FlatGroup>(sub, make_local_transport(), LinkClass::kIntraNode);
+  }
   auto* flat = dynamic_cast<const FlatGroup*>(&world);
   DS_CHECK(flat != nullptr && flat->store(), CommError, where,
            ": the parent group has no rendezvous store");
   auto store = c10::make_intrusive<c10d::PrefixStore>("deepshard/group/" + name, flat->store());
-  return join(sub, store, options);
+  std::function<int(int)> job_rank_of;  // known when `world` is the job's group
+  if (whole.job_rank < 0) job_rank_of = [members](int r) { return members[size_t(r)]; };
+  return join(sub, store, options, job_rank_of);
 }
 
 }  // namespace deepshard::comm

@@ -40,15 +40,6 @@ int try_connect(const std::string& address, int port) {
   return fd;
 }
 
-// A peer host that vanishes without closing (power, network) is noticed within ~15 s.
-void keep_alive(int fd) {
-  int one = 1, idle = 5, interval = 2, count = 5;
-  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
-}
-
 }  // namespace
 
 int connect_to_store(const std::string& address, int port, const std::string& token, int rank,
@@ -144,7 +135,7 @@ JobWatch::JobWatch(const std::string& address, int port, const std::string& toke
                    std::chrono::milliseconds timeout)
     : where_(detail::concat("rendezvous store at ", address, ":", port)) {
   fd_ = connect_to_store(address, port, token, rank, wire::kWatch, timeout);
-  keep_alive(fd_);
+  wire::keep_alive(fd_);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -166,6 +157,7 @@ void JobWatch::leave() {
 
 void JobWatch::run() {
   auto message = wire::receive_message(fd_, 1 << 16);
+  const int error = message ? 0 : errno;
   if (leaving_) return;
   std::string reason;
   if (message) {
@@ -175,7 +167,11 @@ void JobWatch::run() {
     } catch (const std::exception&) {
     }
   }
-  if (reason.empty()) {
+  if (reason.empty() && error == ETIMEDOUT) {
+    reason = detail::concat("rank 0 was lost: the ", where_, " it hosts stopped answering for ",
+                            wire::kKeepAliveSeconds,
+                            " s (the network to rank 0's host was cut, or that host is down)");
+  } else if (reason.empty()) {
     reason = "rank 0 was lost: the " + where_ +
              " it hosts closed (rank 0 exited on an error, or was killed)";
   }

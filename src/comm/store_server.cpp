@@ -80,10 +80,15 @@ void StoreServer::accept_loop() {
     }
     pollfd p{listen_fd_, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_in from{};
+    socklen_t from_len = sizeof(from);
+    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC);
     if (fd < 0) continue;
     auto c = std::make_shared<Connection>();
     c->fd = fd;
+    char text[INET_ADDRSTRLEN] = "?";
+    ::inet_ntop(AF_INET, &from.sin_addr, text, sizeof(text));
+    c->peer = text;
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) {
       ::close(fd);
@@ -146,9 +151,13 @@ void StoreServer::serve(std::shared_ptr<Connection> c) {
 }
 
 void StoreServer::serve_watch(Connection& c) {
-  // Nothing but a bye comes on a watch connection; its end without one is the rank's loss.
+  // Nothing but a bye comes on a watch connection; its end without one is the rank's loss, and
+  // keepalive ends it when the rank's host stops answering (a cut network).
+  wire::keep_alive(c.fd);
+  int error = 0;
   for (;;) {
     auto message = wire::receive_message(c.fd, 1 << 16);
+    error = message ? 0 : errno;
     if (message && !message->empty() && (*message)[0] == wire::kBye) {
       std::lock_guard<std::mutex> lock(mutex_);
       c.left = true;
@@ -164,9 +173,16 @@ void StoreServer::serve_watch(Connection& c) {
     changed_.notify_all();
     if (stopping_) return;
   }
-  lost(c.rank,
-       "its connection to the rendezvous store closed without leaving the job (the "
-       "process exited on an error, or was killed)");
+  if (error == ETIMEDOUT) {
+    lost(c.rank,
+         detail::concat("its host (", c.peer, ") stopped answering the rendezvous store for ",
+                        wire::kKeepAliveSeconds,
+                        " s (the network to it was cut, or the host is down)"));
+  } else {
+    lost(c.rank, detail::concat("its connection to the rendezvous store (from ", c.peer,
+                                ") closed without leaving the job (the process exited on an "
+                                "error, or was killed)"));
+  }
 }
 
 void StoreServer::lost(int rank, const std::string& why) {

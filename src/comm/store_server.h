@@ -39,6 +39,7 @@ class StoreServer {
   struct Connection {
     int fd = -1;
     int rank = -1;
+    std::string peer;  // the address it came from
     bool watch = false;
     bool left = false;  // said bye
     std::mutex write_mutex;

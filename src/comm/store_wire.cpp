@@ -1,6 +1,8 @@
 // Implementation of the store protocol's framing (see store_wire.h).
 #include "comm/store_wire.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -25,6 +27,7 @@ bool receive_all(int fd, uint8_t* p, size_t n) {
   while (n > 0) {
     ssize_t got = ::recv(fd, p, n, 0);
     if (got < 0 && errno == EINTR) continue;
+    if (got == 0) errno = 0;
     if (got <= 0) return false;
     p += got;
     n -= size_t(got);
@@ -85,6 +88,15 @@ std::string Reader::str() {
   return std::string(b.begin(), b.end());
 }
 
+void keep_alive(int fd) {
+  int one = 1, idle = 5, interval = 2, count = 5;
+  static_assert(kKeepAliveSeconds == 5 + 2 * 5);
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+}
+
 bool send_message(int fd, const Bytes& payload) {
   uint32_t n = uint32_t(payload.size());
   uint8_t header[4];
@@ -97,7 +109,10 @@ std::optional<Bytes> receive_message(int fd, size_t max_size) {
   if (!receive_all(fd, header, 4)) return std::nullopt;
   uint32_t n;
   std::memcpy(&n, header, 4);
-  if (n > max_size) return std::nullopt;
+  if (n > max_size) {
+    errno = EMSGSIZE;
+    return std::nullopt;
+  }
   Bytes payload(n);
   if (!receive_all(fd, payload.data(), n)) return std::nullopt;
   return payload;

@@ -59,10 +59,16 @@ class Reader {
   size_t pos_ = 0;
 };
 
+// TCP keepalive on a connection that stays idle (a watch connection): a peer host that vanishes
+// without closing (power, a cut network) ends it with ETIMEDOUT within kKeepAliveSeconds.
+constexpr int kKeepAliveSeconds = 15;  // 5 s idle, then 5 unanswered probes 2 s apart
+void keep_alive(int fd);
+
 // Sends one message (false when the peer is gone).
 bool send_message(int fd, const Bytes& payload);
-// Receives one message; nullopt on end of stream or error. Messages above `max_size` bytes are
-// errors (nullopt).
+// Receives one message; nullopt on end of stream or error (errno is then 0 at the end of the
+// stream, the socket's error otherwise: ETIMEDOUT when keepalive gave up). Messages above
+// `max_size` bytes are errors (nullopt).
 std::optional<Bytes> receive_message(int fd, size_t max_size = size_t(1) << 30);
 
 }  // namespace deepshard::comm::wire

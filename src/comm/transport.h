@@ -4,7 +4,8 @@
 // and the local post-processing that Work::wait() runs after it (may be empty). Implementations:
 //  - PrimitiveTransport (primitive_transport.h): composes them from all-reduce, all-to-all and
 //    broadcast; Gloo over TCP and the one-rank local transport are primitive transports;
-//  - the shared-memory transport (shm_transport.cpp) for ranks on one host.
+//  - the shared-memory transport (shm_transport.cpp) for ranks on one host;
+//  - the hierarchical transport (hierarchical_transport.cpp) for ranks on several hosts.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -76,11 +77,31 @@ std::unique_ptr<JobStore> connect_store(const RendezvousInfo& info,
 // The message of `e` (c10 errors without their backtrace).
 std::string exception_text(const std::exception& e);
 
+// Where a Gloo transport spanning hosts records how late each peer's data arrives in its
+// all-to-alls (all_gather, reduce_scatter): `log`, and the job rank of a rank of the group (either
+// null: no timing; the all-to-all is Gloo's own).
+struct PeerTiming {
+  CommLog* log = nullptr;
+  std::function<int(int)> job_rank_of;
+};
+
 // Every rank joins a ProcessGroupGloo through `store`. Throws CommError naming address, port and
 // rank when the rendezvous fails.
 std::unique_ptr<Transport> make_gloo_transport(const RendezvousInfo& info,
                                                const c10::intrusive_ptr<c10d::Store>& store,
-                                               std::chrono::milliseconds timeout);
+                                               std::chrono::milliseconds timeout,
+                                               PeerTiming peers = {});
+
+// A group spanning several hosts with the same number M > 1 of ranks on each, host-major (agreed
+// by every rank through `store`): collectives in stages inside the host (shared memory) and
+// across hosts (Gloo, 1/M of the payload per rank), each stage recorded in `log` under its link
+// class in `peers.log` (hierarchical_transport.cpp), and the cross-host stage's peers timed
+// when `peers.job_rank_of` is known. nullptr when the layout does not allow it (every rank alike).
+// The log must outlive the transport.
+std::unique_ptr<Transport> make_hierarchical_transport(const RendezvousInfo& info,
+                                                       const c10::intrusive_ptr<c10d::Store>& store,
+                                                       std::chrono::milliseconds timeout,
+                                                       const PeerTiming& peers);
 
 // The shared-memory transport cannot be made on this host (thrown by every rank alike).
 class ShmUnavailable : public CommError {

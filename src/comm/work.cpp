@@ -95,6 +95,7 @@ void Work::Impl::wait() {
   std::chrono::duration<double> seconds = (transfer_end - start_) + (end - finish_start);
   std::chrono::duration<double> waited = end - wait_start;
   log_.record(info_.op, info_.bytes, seconds.count(), waited.count());
+  if (info_.link) log_.record_link(*info_.link, info_.bytes, seconds.count(), waited.count());
 }
 
 Work::Work() = default;

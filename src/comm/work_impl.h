@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -24,6 +25,9 @@ struct OpInfo {
   int64_t numel = 0;
   at::ScalarType dtype = at::kFloat;
   int64_t bytes = 0;  // payload bytes this rank handed to the collective
+  // The link class it is also recorded under (nullopt: a hierarchical collective, whose stages
+  // record themselves).
+  std::optional<LinkClass> link;
 };
 
 // "rank R: all_reduce of N elements (float)", the start of every message about a collective.

@@ -16,10 +16,10 @@
 #include <immintrin.h>
 
 #include <cfloat>
-#include <cstring>
 
 #include "deepshard/platform/cpu_info.h"
 #include "deepshard/util/error.h"
+#include "kernels/simd.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -31,24 +31,10 @@ inline float block_scale(float absmax) {
   return absmax < FLT_MIN ? 1.0f : 256.0f / (2.0f * absmax);
 }
 
-inline float bf16_bits_to_float(uint16_t v) {
-  const uint32_t bits = uint32_t(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-// Round to nearest even (finite values), as c10::BFloat16 does.
-inline uint16_t float_to_bf16_bits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
 inline float load_scalar(const float* x, int64_t i) { return x[i]; }
-inline float load_scalar(const uint16_t* x, int64_t i) { return bf16_bits_to_float(x[i]); }
+inline float load_scalar(const uint16_t* x, int64_t i) { return simd::bf16_to_float(x[i]); }
 inline void store_scalar(float* out, int64_t i, float v) { out[i] = v; }
-inline void store_scalar(uint16_t* out, int64_t i, float v) { out[i] = float_to_bf16_bits(v); }
+inline void store_scalar(uint16_t* out, int64_t i, float v) { out[i] = simd::float_to_bf16(v); }
 
 inline int8_t quantize_one(float v, float scale) {
   int32_t q = int32_t(__builtin_rintf(v * scale));
@@ -137,7 +123,7 @@ DS_AVX2 void dequantize_avx2_bf16(const int8_t* q, int64_t n, float inv_scale, u
         _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), packed);
   }
-  for (; i < n; ++i) out[i] = float_to_bf16_bits(float(q[i]) * inv_scale);
+  for (; i < n; ++i) out[i] = simd::float_to_bf16(float(q[i]) * inv_scale);
 }
 
 // ---- AVX-512: 16 lanes, masked tails ----

@@ -1,7 +1,8 @@
 // The job token the launcher hands its ranks (DEEPSHARD_JOB_TOKEN): the one in the launcher's own
-// environment (every node of a multi-node job must share it), else 128 random bits from the
-// kernel for a one-node job. The ranks present it to the rendezvous store, which refuses any
-// process presenting another one (src/comm/store_server.h).
+// environment (every node of a multi-node job must share it), else the id of the Slurm job step or
+// Open MPI job the launchers run in (the same on every node, though not secret), else 128 random
+// bits from the kernel for a one-node job. The ranks present it to the rendezvous store, which
+// refuses any process presenting another one (src/comm/store_server.h).
 #include <sys/random.h>
 
 #include <cstdio>
@@ -13,10 +14,23 @@
 
 namespace deepshard::launch {
 
+namespace {
+
+const char* env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != 0 ? value : nullptr;
+}
+
+}  // namespace
+
 std::string job_token(const LaunchOptions& options) {
-  if (const char* token = std::getenv("DEEPSHARD_JOB_TOKEN"); token != nullptr && *token != 0) {
-    return token;
+  if (const char* token = env("DEEPSHARD_JOB_TOKEN")) return token;
+  // Launchers started on every node by srun or mpirun share their job's id.
+  if (const char* job = env("SLURM_JOB_ID")) {
+    const char* step = env("SLURM_STEP_ID");
+    return std::string("slurm:") + job + "." + (step != nullptr ? step : "");
   }
+  if (const char* job = env("OMPI_MCA_ess_base_jobid")) return std::string("openmpi:") + job;
   DS_CHECK(options.nnodes == 1, UsageError, "--nnodes ", options.nnodes,
            ": set DEEPSHARD_JOB_TOKEN to the same secret for the launcher of every node (e.g. "
            "DEEPSHARD_JOB_TOKEN=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \\n')); the "

@@ -67,8 +67,6 @@ void validate_launch_options(const LaunchOptions& o) {
   DS_CHECK(o.nnodes == 1 || !loopback, UsageError, "--nnodes ", o.nnodes,
            " needs --master-addr: the address of node 0 that every node can reach (not ",
            o.master_addr, ")");
-  DS_CHECK(o.nnodes == 1 || o.master_port != 0, UsageError, "--nnodes ", o.nnodes,
-           " needs --master-port: every node must use the same port");
   DS_CHECK(o.grace_s >= 0, UsageError, "--grace must be >= 0 seconds, got ", o.grace_s);
   DS_CHECK(!o.command.empty(), UsageError, "no command after '--'");
   DS_CHECK(o.autotuning.empty() || o.autotuning == "tune" || o.autotuning == "run", UsageError,
@@ -155,7 +153,10 @@ options:
 
 Each job has a token (DEEPSHARD_JOB_TOKEN, random unless set): the ranks present it to the
 rendezvous store, which refuses any other process. With --nnodes > 1 set DEEPSHARD_JOB_TOKEN to the
-same secret on every node. The store listens on --master-addr only (loopback by default).
+same secret on every node (launchers started by srun or mpirun use their job's id when it is not
+set). The store listens on --master-addr only (loopback by default). With --nnodes > 1 each
+launcher prints its node's address (the one that routes to --master-addr, which Gloo uses unless
+GLOO_SOCKET_IFNAME names an interface) and its rank range.
 )";
 }
 

@@ -8,6 +8,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -23,6 +24,7 @@
 #include "deepshard/launch/subprocess.h"
 #include "deepshard/platform/blas_kernels.h"
 #include "deepshard/util/error.h"
+#include "deepshard/util/net_address.h"
 #include "launch/pipe_io.h"
 #include "launch/rank_output.h"
 #include "launch/signal_relay.h"
@@ -211,12 +213,36 @@ void remove_leftover_segments(int port) {
   }
 }
 
+// One line per node of a multi-node job: which host this is, the address the other nodes reach
+// its ranks at (the one routing to the store, as the comm layer chooses it), and its ranks.
+void print_node_line(const LaunchOptions& o, int port) {
+  char host[256] = "?";
+  ::gethostname(host, sizeof(host) - 1);
+  std::string where;
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname != 0) {
+    where = detail::concat("interface ", ifname, " (GLOO_SOCKET_IFNAME)");
+  } else if (auto address = net::local_address_towards(o.master_addr, port)) {
+    where = detail::concat("address ", *address);
+    if (auto name = net::interface_of(*address)) where += detail::concat(" on ", *name);
+  } else {
+    where = detail::concat("no route to --master-addr ", o.master_addr,
+                           " (the ranks will fail to join: check it, or set GLOO_SOCKET_IFNAME)");
+  }
+  const int first = o.node_rank * o.nproc_per_node;
+  std::fprintf(stderr,
+               "deepshard launch: node %d of %d, host %s, %s: ranks %d-%d of %d; store at %s:%d\n",
+               o.node_rank, o.nnodes, host, where.c_str(), first, first + o.nproc_per_node - 1,
+               o.nproc_per_node * o.nnodes, o.master_addr.c_str(), port);
+  std::fflush(stderr);
+}
+
 }  // namespace
 
 int launch(const LaunchOptions& options) {
   validate_launch_options(options);
   int port = options.master_port;
   if (port == 0) port = options.nnodes == 1 ? find_free_port() : 29500;
+  if (options.nnodes > 1) print_node_line(options, port);
   const int status = Job(options, port).run();
   remove_leftover_segments(port);
   return status;

@@ -1,4 +1,6 @@
-// The throughput hook: per-step communication (metrics comm_wait_s, comm_bytes) and, over the
+// The throughput hook: per-step communication (metrics comm_wait_s, comm_bytes, and both per link
+// class: comm_bytes_intra_node, comm_wait_s_cross_node, ...; the cross-node peer this rank waited
+// for most: cross_node_waited_for_rank) and, over the
 // steps after the warm-up step, mean tokens/s and the share of time blocked on collectives. The
 // communication is the job group's and, with tensor or pipeline parallelism, that of this rank's
 // groups of the rank grid's axes (the data axis carries the engine's gradient reduction, the
@@ -34,7 +36,11 @@ std::vector<NamedGroup> comm_groups(const TrainingRun& run) {
 class ThroughputHook : public StepHook {
  public:
   explicit ThroughputHook(const TrainingRun& run) : groups_(comm_groups(run)) {
-    for (const NamedGroup& g : groups_) before_.push_back(g.group->log().total());
+    for (const NamedGroup& g : groups_) {
+      before_.push_back(g.group->log().total());
+      before_links_.push_back(g.group->log().links());
+      before_lags_.push_back(g.group->log().peer_lags());
+    }
   }
 
   void after_step(TrainingRun& run, StepRecord& step) override {
@@ -48,6 +54,8 @@ class ThroughputHook : public StepHook {
       bytes += now.bytes - before_[i].bytes;
       before_[i] = now;
     }
+    add_link_metrics(step);
+    add_peer_lag_metrics(step);
     if (!step.first) {
       tokens_per_s_sum_ += step.tokens_per_s;
       ++timed_steps_;
@@ -74,8 +82,50 @@ class ThroughputHook : public StepHook {
   }
 
  private:
+  // comm_bytes_<link>, comm_wait_s_<link> (intra_node, cross_node): this step's collectives of
+  // every group by link class (docs/comm.md), zero for a class the job has no link of.
+  void add_link_metrics(StepRecord& step) {
+    std::map<comm::LinkClass, comm::CommStats> step_links;
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      const auto now = groups_[i].group->log().links();
+      for (const auto& [link, stats] : now) {
+        const comm::CommStats& before = before_links_[i][link];
+        comm::CommStats& sum = step_links[link];
+        sum.bytes += stats.bytes - before.bytes;
+        sum.wait_seconds += stats.wait_seconds - before.wait_seconds;
+      }
+      before_links_[i] = now;
+    }
+    for (comm::LinkClass link : {comm::LinkClass::kIntraNode, comm::LinkClass::kCrossNode}) {
+      const std::string name = comm::to_string(link);
+      step.metrics["comm_bytes_" + name] = step_links[link].bytes;
+      step.metrics["comm_wait_s_" + name] = step_links[link].wait_seconds;
+    }
+  }
+
+  // cross_node_waited_for_rank, cross_node_peer_lag_s: of this rank's cross-node peers, the one
+  // whose data arrived latest this step (summed lateness behind the first peer's, docs/comm.md),
+  // when the job exchanges data across nodes.
+  void add_peer_lag_metrics(StepRecord& step) {
+    std::map<int, double> lags;
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      const auto now = groups_[i].group->log().peer_lags();
+      for (const auto& [peer, seconds] : now) lags[peer] += seconds - before_lags_[i][peer];
+      before_lags_[i] = now;
+    }
+    if (lags.empty()) return;
+    auto latest = lags.begin();
+    for (auto it = lags.begin(); it != lags.end(); ++it) {
+      if (it->second > latest->second) latest = it;
+    }
+    step.metrics["cross_node_waited_for_rank"] = latest->first;
+    step.metrics["cross_node_peer_lag_s"] = latest->second;
+  }
+
   std::vector<NamedGroup> groups_;
   std::vector<comm::CommStats> before_;
+  std::vector<std::map<comm::LinkClass, comm::CommStats>> before_links_;
+  std::vector<std::map<int, double>> before_lags_;
   double tokens_per_s_sum_ = 0.0;
   int64_t timed_steps_ = 0;
   double timed_wait_ = 0.0, timed_time_ = 0.0;  // comm wait and wall time of the timed steps

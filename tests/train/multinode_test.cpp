@@ -22,14 +22,6 @@ namespace {
 
 constexpr int64_t kSteps = 8;
 
-RunLosses losses_of(const std::string& run_dir, const std::string& output) {
-  RunLosses out;
-  out.output = output;
-  for (const auto& record : read_metrics(run_dir))
-    out.losses.push_back(record.at("loss").get<double>());
-  return out;
-}
-
 bool run_quietly(const std::string& command) {
   return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
 }

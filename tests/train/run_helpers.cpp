@@ -54,6 +54,15 @@ std::vector<nlohmann::json> read_metrics(const std::string& run_dir) {
   return out;
 }
 
+RunLosses losses_of(const std::string& run_dir, const std::string& output) {
+  RunLosses out;
+  out.output = output;
+  for (const auto& record : read_metrics(run_dir)) {
+    out.losses.push_back(record.at("loss").get<double>());
+  }
+  return out;
+}
+
 RunLosses train_and_read_losses(const TempDir& dir, const std::string& data, int ranks,
                                 int64_t micro, int64_t gas, const std::string& name,
                                 const std::string& extra, int64_t steps) {

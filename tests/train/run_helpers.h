@@ -27,6 +27,9 @@ struct RunLosses {
   std::string output;
 };
 
+// The losses of <run_dir>/metrics.jsonl (a run made elsewhere), `output` kept for messages.
+RunLosses losses_of(const std::string& run_dir, const std::string& output);
+
 // Trains `steps` (20) steps of the tiny GPT with `ranks` ranks (clip 0.5, so clipping is active)
 // and returns the losses per step from metrics.jsonl. Fails the test if the run fails.
 RunLosses train_and_read_losses(const TempDir& dir, const std::string& data, int ranks,
