@@ -26,6 +26,7 @@
 #include "deepshard/config/autotuning_config.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/config/parallel_config.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::autotune {
@@ -156,7 +157,7 @@ std::string Session::signature(const Overrides& overrides) const {
   try {
     std::vector<std::string> warnings;
     return config::parse_run_config(job_.config_with(first_values(overrides)), ranks_, &warnings,
-                                    "signature")
+                                    "signature", models::arch_schemas())
         .resolved_json;
   } catch (const std::exception&) {
     return "";
@@ -174,7 +175,7 @@ Row Session::evaluate(Experiment e, bool predict) {
   std::optional<config::RunConfig> run;
   try {
     std::vector<std::string> warnings;
-    run = config::parse_run_config(config, ranks_, &warnings, e.name);
+    run = config::parse_run_config(config, ranks_, &warnings, e.name, models::arch_schemas());
     config::check_supported(run->ds);
     e.micro_batch = run->ds.train_micro_batch_size_per_gpu;
     e.accumulation = run->ds.gradient_accumulation_steps;
@@ -299,7 +300,8 @@ std::vector<Row> Session::tune_micro_batches(int stage) {
       for (const auto& [k, v] : trial_overrides("/tmp")) all[k] = v;
       try {
         std::vector<std::string> warnings;
-        const auto run = config::parse_run_config(job_.config_with(all), ranks_, &warnings, e.name);
+        const auto run = config::parse_run_config(job_.config_with(all), ranks_, &warnings, e.name,
+                                                  models::arch_schemas());
         return predict_memory(*info_, run, ranks_).total();
       } catch (const std::exception&) {
         return std::nullopt;

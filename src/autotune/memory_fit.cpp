@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "autotune/trial_runner.h"
-#include "deepshard/models/gpt_memory.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/train/model_factory.h"
 #include "deepshard/util/error.h"
 #include "deepshard/zero/estimator.h"
@@ -76,11 +76,11 @@ MemoryPrediction predict_memory(const ModelInfo& info, const config::RunConfig& 
   p.model_states = e.total() - on_nvme;  // host-offloaded state is resident memory on a CPU
   p.buffers = e.comm_buffers + e.swap_buffers + (run.ds.zero.stage == 3 ? info.gathered_bytes : 0);
   double per_sample = double(info.activation_bytes_per_sample);
-  if (run.train.activation_checkpointing && run.model.arch == "gpt") {
-    const auto gpt = train::gpt_config(run.model);
-    const auto a =
-        models::estimate_gpt_activations(gpt, 1, gpt.block_size, zero::dtype_bytes(param_dtype),
-                                         run.ds.activation_checkpointing.number_checkpoints);
+  const models::ArchEntry& arch = models::find_arch(run.model.arch);
+  if (run.train.activation_checkpointing && arch.estimate_activations != nullptr) {
+    const auto a = arch.estimate_activations(run.model, 1, run.model.block_size,
+                                             zero::dtype_bytes(param_dtype),
+                                             run.ds.activation_checkpointing.number_checkpoints);
     if (a.plain > 0) per_sample *= double(a.checkpointed) / double(a.plain);
   }
   p.activations = static_cast<int64_t>(per_sample * double(run.ds.train_micro_batch_size_per_gpu));

@@ -64,18 +64,12 @@ const char* kUsage =
     "(--seq, --micro-batch, --number-checkpoints and --budget are refused for the others).\n"
     "\n"
     "--tensor T and --pipeline S (with --model): the N ranks form tensor T x pipeline S x data\n"
-    "N/(T S) (docs/parallel.md). Each rank holds its tensor slices (the architecture's
-    "
-    "tensor-parallel plan: 1/T of every split parameter, the norms and row-parallel biases
-    "
-    "whole) of its pipeline stage's layers (--partition, DeepSpeed's pipeline.partition: uniform
-    "
-    "by layer count over [embedding, blocks, head], the default; parameters; or type:REGEX; the
-    "
-    "first stage holds the embedding, the last the final norm and head and a copy of a tied
-    "
-    "embedding). Prints each stage's parameters per rank; the table is the
-    "
+    "N/(T S) (docs/parallel.md). Each rank holds its tensor slices (the architecture's\n"
+    "tensor-parallel plan: 1/T of every split parameter, the norms and row-parallel biases\n"
+    "whole) of its pipeline stage's layers (--partition, DeepSpeed's pipeline.partition: uniform\n"
+    "by layer count over [embedding, blocks, head], the default; parameters; or type:REGEX; the\n"
+    "first stage holds the embedding, the last the final norm and head and a copy of a tied\n"
+    "embedding). Prints each stage's parameters per rank; the table is the\n"
     "heaviest stage's, its ZeRO partitions over the N/(T S) data-parallel ranks (stages 0 and 1\n"
     "only with S > 1: a pipeline runs with ZeRO stage 0 or 1).\n";
 

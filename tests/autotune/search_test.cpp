@@ -11,6 +11,7 @@
 #include "autotune/tuning_knobs.h"
 #include "autotune/tuning_space.h"
 #include "deepshard/config/loader.h"
+#include "deepshard/models/registry.h"
 #include "deepshard/zero/estimator.h"
 
 namespace deepshard::autotune {
@@ -170,7 +171,7 @@ TEST(MemoryFit, PredictionFollowsStageAndMicroBatch) {
               {"model", {{"preset", "tiny"}}},
               {"data", {{"train", "x.bin"}}}};
     std::vector<std::string> warnings;
-    return config::parse_run_config(j, 2, &warnings, "t");
+    return config::parse_run_config(j, 2, &warnings, "t", models::arch_schemas());
   };
   const auto s0 = predict_memory(info, run_of(0, 4), 2);
   const auto s3 = predict_memory(info, run_of(3, 4), 2);
