@@ -10,7 +10,8 @@ packages=(build-essential cmake ninja-build ccache git pkg-config
           libdnnl-dev   # oneDNN's headers: fp32 Linear layers on dnnl_sgemm (kernels/linear.h)
           libprotobuf-dev protobuf-compiler
           chromium      # the browser test of `deepshard report` (tests/cli/report_test.cpp)
-          openmpi-bin slurm-wlm)  # the real mpirun/srun tests (tests/train/multinode_test.cpp)
+          openmpi-bin slurm-wlm  # the real mpirun/srun tests (tests/train/multinode_test.cpp)
+          python3-torch pybind11-dev python3-dev python3-pytest)  # the Python package (docs/python.md)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
