@@ -56,6 +56,11 @@ comm::Group& group_or_throw(const char* what) {
   return *process_group();
 }
 
+// Every call into the engine that can issue a collective releases the GIL while it waits: the
+// comm thread may drop the last reference to a tensor Python owns, and freeing it takes the GIL
+// (c10::TensorImpl::destroy_pyobj_if_needed), so a caller waiting with the GIL would deadlock.
+// Callbacks into Python (a unit's forward, a with-block) take the GIL back.
+
 // (parameters, buffers, children): [(name, tensor)], [(name, tensor)], [(name, node)].
 zero::ModuleTree::Node to_node(const py::handle& h) {
   auto t = h.cast<py::tuple>();
@@ -99,6 +104,7 @@ class PyPartitionedBuild {
   // Partitions unit `index` (its submodule tree `node`).
   void partition(size_t index, const py::handle& node) {
     zero::ModuleTree unit(to_node(node));
+    py::gil_scoped_release no_gil;  // collectives (see PyEngine)
     hook_(index, *unit.module());
   }
   int64_t peak_full_bytes() const { return build_.peak_full_bytes(); }
@@ -116,14 +122,25 @@ class PyEngine {
       : tree_(to_node(root), std::move(units)) {
     auto& group = group_or_throw("deepshard.initialize");
     const auto config = resolve_config(config_json, config_path, group);
+    py::gil_scoped_release no_gil;
     engine_ = zero::Engine::initialize(tree_, config, group, build ? &build->build() : nullptr);
   }
+  ~PyEngine() {
+    py::gil_scoped_release no_gil;  // the engine may wait for its outstanding collectives
+    engine_.reset();
+  }
+  PyEngine(const PyEngine&) = delete;
+  PyEngine& operator=(const PyEngine&) = delete;
 
   zero::Engine& engine() { return *engine_; }
 
   // Runs unit `index`'s forward `body` (a callable returning a tensor) through the hook point.
   at::Tensor run_unit(size_t index, const py::function& body) {
-    return tree_.calls()(index, [&] { return body().cast<at::Tensor>(); });
+    py::gil_scoped_release no_gil;  // the unit's gather and release are collectives
+    return tree_.calls()(index, [&] {
+      py::gil_scoped_acquire gil;
+      return body().cast<at::Tensor>();
+    });
   }
 
  private:
@@ -139,6 +156,7 @@ class FullParameters {
   explicit FullParameters(zero::Engine& engine) : engine_(engine) {}
   ~FullParameters() {
     if (thread_.joinable()) {
+      py::gil_scoped_release no_gil;
       request_exit();
       thread_.join();
     }
@@ -276,7 +294,11 @@ PYBIND11_MODULE(_C, m) {
           py::keep_alive<0, 1>())
       .def("with_full_parameters",
            [](PyEngine& e, const py::function& fn) {
-             e.engine().with_full_parameters([&] { fn(); });
+             py::gil_scoped_release no_gil;
+             e.engine().with_full_parameters([&] {
+               py::gil_scoped_acquire gil;
+               fn();
+             });
            })
       .def("save_checkpoint",
            [](PyEngine& e, const std::string& dir, const std::string& tag,
