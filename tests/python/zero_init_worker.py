@@ -4,6 +4,7 @@ through /proc/self/clear_refs), then the same for a plain build; checks under Ga
 that the partitioned model holds rank 0's initial values, then trains it 3 steps at ZeRO-3 and
 compares with the plain model trained on all ranks' data in this process. Rank 0 writes
 <out>/zero_init.json."""
+import ctypes
 import json
 import os
 import sys
@@ -49,12 +50,26 @@ def batch(step, rank):
     return torch.randn(CONFIG["train_micro_batch_size_per_gpu"], WIDTH, generator=g)
 
 
+def fixed_mmap_threshold():
+    """Large blocks mmap'ed and unmapped when freed, at a fixed threshold: glibc's default raises
+    the threshold after the first large free, so the freed full storages of partitioned units
+    would stay in the heap as free but resident pages and count in the RSS as if in use."""
+    M_MMAP_THRESHOLD = -3
+    if ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, 128 * 1024) != 1:
+        raise RuntimeError("mallopt(M_MMAP_THRESHOLD) failed")
+
+
 def main():
     out = sys.argv[1]
+    fixed_mmap_threshold()
     deepshard.init_distributed()
     rank, world = deepshard.get_rank(), deepshard.get_world_size()
     full_mib = LAYERS * (WIDTH * WIDTH + WIDTH) * 4 / 2**20
 
+    # The shared-memory transport's segment (fixed per job, not the model) becomes resident as
+    # collectives first use it: touch it before measuring, with all-reduces larger than a unit.
+    for _ in range(4):
+        deepshard._C.all_reduce_sum(torch.zeros(2 * WIDTH * WIDTH))
     init = deepshard.zero.Init(config_dict_or_path=CONFIG)
 
     def build_partitioned():
