@@ -67,9 +67,11 @@ def main():
     full_mib = LAYERS * (WIDTH * WIDTH + WIDTH) * 4 / 2**20
 
     # The shared-memory transport's segment (fixed per job, not the model) becomes resident as
-    # collectives first use it: touch it before measuring, with all-reduces larger than a unit.
-    for _ in range(4):
-        deepshard._C.all_reduce_sum(torch.zeros(2 * WIDTH * WIDTH))
+    # collectives first use it: a few layers built under zero.Init first touch it as the measured
+    # build will.
+    with deepshard.zero.Init(config_dict_or_path=CONFIG):
+        warm_up = build_model()[:4]
+    del warm_up
     init = deepshard.zero.Init(config_dict_or_path=CONFIG)
 
     def build_partitioned():
