@@ -26,7 +26,8 @@ packages=(build-essential cmake ninja-build ccache git pkg-config
           libprotobuf-dev protobuf-compiler)
 if [ ${#targets[@]} -eq 0 ]; then
   packages+=(chromium      # the browser test of `deepshard report` (tests/cli/report_test.cpp)
-             openmpi-bin slurm-wlm)  # the real mpirun/srun tests (tests/train/multinode_test.cpp)
+             openmpi-bin slurm-wlm  # the real mpirun/srun tests (tests/train/multinode_test.cpp)
+             python3-torch pybind11-dev python3-dev python3-pytest)  # the Python package (docs/python.md)
 fi
 missing=()
 for p in "${packages[@]}"; do

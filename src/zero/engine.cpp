@@ -51,6 +51,11 @@ std::unique_ptr<Engine> Engine::initialize(std::shared_ptr<torch::nn::Module> mo
                     build);
 }
 
+std::unique_ptr<Engine> Engine::initialize(const ModuleTree& model, const config::DsConfig& config,
+                                           comm::Group& group, PartitionedBuild* build) {
+  return initialize(model.module(), config, group, build);
+}
+
 Engine::~Engine() = default;
 
 }  // namespace deepshard::zero

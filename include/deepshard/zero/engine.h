@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "deepshard/checkpoint/tensor_slice.h"
@@ -19,6 +20,10 @@
 
 namespace torch::nn {
 class Module;
+}
+
+namespace deepshard::sharding {
+class UnitCalls;
 }
 
 namespace deepshard::zero {
@@ -77,6 +82,33 @@ struct CheckpointLayout {
   int data = 1, pipeline = 1, tensor = 1;
 };
 
+// A model that is not a torch::nn::Module, such as a Python torch.nn.Module (python/deepshard):
+// its submodule tree holding the model's own tensors. The engine trains these tensors in place
+// (nothing is copied: what the engine shards, casts or updates, the model sees). A tensor found at
+// several places (a tied weight) is one parameter, named by its first place. ZeRO-3: `units` are
+// the paths of the submodules ("blocks.0") whose forwards the model runs through calls() (the
+// hook point of deepshard/sharding/sharding_plan.h; unit i is units[i]), in forward order; a
+// trainable tensor held inside a unit and at a place outside it is declared tied (it stays in the
+// always-gathered root unit).
+class ModuleTree {
+ public:
+  struct Node {
+    std::vector<std::pair<std::string, at::Tensor>> parameters;  // the module's own
+    std::vector<std::pair<std::string, at::Tensor>> buffers;
+    std::vector<std::pair<std::string, Node>> children;
+  };
+  // Throws ConfigError naming a unit path that is not a submodule, or a unit inside another.
+  ModuleTree(const Node& root, std::vector<std::string> units = {});
+  // The tree as the libtorch module the engines take (the same tensors; its sharding plan
+  // declares the units and ties).
+  const std::shared_ptr<torch::nn::Module>& module() const { return module_; }
+  sharding::UnitCalls& calls() const { return *calls_; }
+
+ private:
+  std::shared_ptr<torch::nn::Module> module_;
+  sharding::UnitCalls* calls_;  // owned by module_
+};
+
 // The user's engine. Implementations (one per stage) live behind it (src/zero/engine_base.h).
 class Engine {
  public:
@@ -95,6 +127,9 @@ class Engine {
   static std::unique_ptr<Engine> initialize(std::shared_ptr<torch::nn::Module> model,
                                             const std::string& config_path, comm::Group& group,
                                             PartitionedBuild* build = nullptr);
+  // A model given as a ModuleTree (which must outlive the engine).
+  static std::unique_ptr<Engine> initialize(const ModuleTree& model, const config::DsConfig& config,
+                                            comm::Group& group, PartitionedBuild* build = nullptr);
   virtual ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
