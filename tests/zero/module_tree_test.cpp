@@ -8,7 +8,7 @@
 
 #include "deepshard/util/error.h"
 #include "deepshard/zero/engine.h"
-#include "zero/unit_plan.h"
+#include "zero/stage3/unit_plan.h"
 
 namespace deepshard::zero {
 namespace {
