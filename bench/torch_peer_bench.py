@@ -9,6 +9,11 @@ that the workload is the one `deepshard train` runs in scripts/bench_peers.sh: G
 `small` preset: --n-layer 6 --n-head 6 --n-embd 384 --block 256), one result line per run. FSDP
 modes are gone (FSDP cannot run on CPU in torch 1.13).
 
+Modes deepshard0..deepshard3 train the same Python model on the same data and ranks with
+`import deepshard` (docs/python.md) at that ZeRO stage: the engine's AdamW, WarmupCosineLR and
+clipping from a DeepSpeed config with the values above (PYTHONPATH must reach the package, e.g.
+build/python). scripts/bench_python.sh runs them side by side with DDP and DDP + ZeRO-1.
+
 Run with Debian's /usr/bin/python3 and python3-torch (torch 1.13.1). Reports global tokens/s at
 the median step time after --warmup steps (per step the slowest rank; a step is forward, loss,
 backward, clipping, optimizer step, as deepshard's step_time_s).
@@ -25,7 +30,8 @@ import time
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--mode", default="ddp", choices=["single", "ddp", "zero1"])
+    p.add_argument("--mode", default="ddp", choices=["single", "ddp", "zero1", "deepshard0", "deepshard1", "deepshard2",
+                            "deepshard3"])
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5, help="steps excluded from the median")
@@ -167,10 +173,69 @@ def openblas_core():
         return None
 
 
+def deepshard_config(a):
+    """The DeepSpeed config of the deepshard modes: the training the torch modes run."""
+    return {
+        "train_micro_batch_size_per_gpu": a.batch,
+        "gradient_accumulation_steps": 1,
+        "gradient_clipping": a.clip,
+        "optimizer": {"type": "AdamW", "params": {"lr": a.lr, "betas": [0.9, 0.95], "eps": 1e-8,
+                                                  "weight_decay": a.weight_decay}},
+        "scheduler": {"type": "WarmupCosineLR",
+                      "params": {"total_num_steps": a.steps, "warmup_num_steps": a.lr_warmup_steps,
+                                 "warmup_type": "linear", "cos_min_ratio": a.cos_min_ratio}},
+        "zero_optimization": {"stage": int(a.mode[len("deepshard"):])},
+        "bf16": {"enabled": a.dtype == "bf16"},
+    }
+
+
+def run_deepshard_rank(rank, world, a, port, corpus):
+    """One rank of a deepshard mode: its own transport joins from torchrun's variables."""
+    import torch
+    import torch.nn.functional as F
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
+    import deepshard
+    torch.manual_seed(a.seed)
+    model = build_model(a)
+    n_params = sum(p.numel() for p in model.parameters())
+    engine, _, _, _ = deepshard.initialize(model=model, config=deepshard_config(a))
+    global_batch = a.batch * world
+    lo, hi = rank * a.batch, (rank + 1) * a.batch
+    times, losses = [], []
+    for step in range(a.steps):
+        x, y = get_batch(a, corpus, step, lo, hi, global_batch)
+        t0 = time.perf_counter()
+        logits = engine(x)
+        loss = F.cross_entropy(logits.float().view(-1, a.vocab), y.view(-1))
+        engine.backward(loss)
+        engine.step()
+        losses.append(loss.item())
+        times.append(time.perf_counter() - t0)
+    return times, losses, n_params
+
+
+def peak_rss_bytes():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def run_rank(rank, world, a, port, q):
     import torch
     import torch.nn.functional as F
     set_threads(a.threads)
+    corpus = None
+    if a.data != "random":
+        with open(a.data, "rb") as fh:
+            corpus = torch.frombuffer(bytearray(fh.read()), dtype=torch.uint8).long()
+    if a.mode.startswith("deepshard"):
+        try:
+            times, losses, n_params = run_deepshard_rank(rank, world, a, port, corpus)
+            q.put(("ok", {"rank": rank, "times": times, "losses": losses, "n_params": n_params,
+                          "openblas_core": openblas_core(), "peak_rss": peak_rss_bytes()}))
+        except Exception as e:
+            q.put(("err", {"rank": rank, "error": f"{type(e).__name__}: {e}"}))
+        return
     if world > 1:
         import torch.distributed as dist
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -194,10 +259,6 @@ def run_rank(rank, world, a, port, q):
             opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
                                      {"params": no_decay, "weight_decay": 0.0}],
                                     lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
-        corpus = None
-        if a.data != "random":
-            with open(a.data, "rb") as fh:
-                corpus = torch.frombuffer(bytearray(fh.read()), dtype=torch.uint8).long()
         global_batch = a.batch * world
         lo, hi = rank * a.batch, (rank + 1) * a.batch
         times, losses = [], []
@@ -217,7 +278,8 @@ def run_rank(rank, world, a, port, q):
             losses.append(loss.item())
             times.append(time.perf_counter() - t0)
         q.put(("ok", {"rank": rank, "times": times, "losses": losses,
-                      "n_params": sum(p.numel() for p in params), "openblas_core": openblas_core()}))
+                      "n_params": sum(p.numel() for p in params), "openblas_core": openblas_core(),
+                      "peak_rss": peak_rss_bytes()}))
     except Exception as e:  # report; the partner may hang in a collective -> the parent kills it
         q.put(("err", {"rank": rank, "error": f"{type(e).__name__}: {e}"}))
 
@@ -275,7 +337,8 @@ def main():
     out.update(status="OK", tokens_per_s=world * a.batch * a.block / med, step_ms_median=med * 1e3,
                loss_first=sum(r["losses"][0] for r in oks) / world,
                loss_final=sum(r["losses"][-1] for r in oks) / world,
-               n_params=oks[0]["n_params"], openblas_core=oks[0]["openblas_core"])
+               n_params=oks[0]["n_params"], openblas_core=oks[0]["openblas_core"],
+               peak_rss_bytes=max(r["peak_rss"] for r in oks))
     print("RESULT " + json.dumps(out), flush=True)
 
 

@@ -10,10 +10,14 @@
 # global tokens/s at the median step time after the same warm-up steps; each configuration runs
 # --repeat times, round-robin (run 1 of every configuration, then run 2, ...), and the median run
 # is reported. Models: "peer" (the peer study's GPT: 4 layers, 4 heads, 256 wide, block 128) and
-# "small" (deepshard's preset: 6 x 6 x 384, block 256). Prints a markdown table for
-# docs/benchmarks.md, with the machine, date, command and load.
+# "small" (deepshard's preset: 6 x 6 x 384, block 256). py0..py3: deepshard's engines from Python
+# (`import deepshard`, docs/python.md) at that ZeRO stage training the peers' own PyTorch model on
+# the peers' data and ranks (bench/torch_peer_bench.py --mode deepshardN): the Python side-by-side
+# (`--impl ddp --impl zero1 --impl py0 --impl py1 --impl py2 --impl py3`), whose stage ratios are
+# against py0. Prints a markdown table for docs/benchmarks.md, with the machine, date, command,
+# load and each configuration's peak resident memory (the largest rank's, of the median run).
 # Usage: scripts/bench_peers.sh [--repeat R] [--steps S] [--warmup W] [--model peer|small]...
-#                               [--dtype fp32|bf16]... [--impl ddp|zero1|z0|z1|z2|z3]... [--no-build]
+#                               [--dtype fp32|bf16]... [--impl ddp|zero1|z0..z3|py0..py3]... [--no-build]
 # (defaults: 3 repeats, 30 steps, 5 warm-up, both models, both dtypes, all six implementations;
 # --no-build uses $BUILD_DIR/deepshard as it is). About an hour on 2 idle cores with the defaults.
 set -euo pipefail
@@ -114,8 +118,11 @@ print("CPU %s (ISA %s), OpenBLAS core %s, OPENBLAS_CORETYPE=%s (%s), %s intra-op
       % (p["cpu"], p["isa"], p["openblas_core"], p["openblas_coretype"] or "unset", p["blas"],
          p["intra_op_threads"], p["onednn"]))' "$run_dir/summary.json" >"$out_dir/platform.txt"
       echo "${peak:-0}" >"$out_dir/peak-$dtype-$model-$impl-$i.txt"
-      awk -v m="$median" -v t="$((world * batch * $(block_of "$model")))" -v f="${mfu:--}" \
-        'BEGIN {printf "%.1f %s\n", t / m, f}' >"$out_dir/$name.result"
+      local rss
+      rss=$("$py" -c 'import json, sys; print(max(json.load(open(sys.argv[1]))["peak_rss_bytes"]))' \
+        "$run_dir/summary.json")
+      awk -v m="$median" -v t="$((world * batch * $(block_of "$model")))" -v f="${mfu:--}" -v r="$rss" \
+        'BEGIN {printf "%.1f %s %s\n", t / m, f, r}' >"$out_dir/$name.result"
       ;;
     *) echo "unknown implementation $impl" >&2; exit 2 ;;
   esac
@@ -133,7 +140,7 @@ for i in $(seq 1 "$repeat"); do
 done
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 
-median_of() {  # configuration -> "tokens/s mfu runs" of the median run (by tokens/s)
+median_of() {  # configuration -> "tokens/s mfu rss runs" of the median run (by tokens/s)
   local sorted
   sorted=$(cat "$out_dir/$1-"[0-9]*.result | sort -g)
   echo "$(echo "$sorted" | sed -n "$(( (repeat + 1) / 2 ))p") $(echo "$sorted" | awk '{printf "%s%.0f", (NR>1?"/":""), $1}')"
@@ -153,27 +160,30 @@ for dtype in "${dtypes[@]}"; do
   [ -z "$peak" ] || printf 'Matmul peak per rank (%s, measured by rank 0 after each run as `deepshard doctor` does; highest of the runs): %.1f GFLOP/s. MFU = achieved / that run'"'"'s peak (summary.json).\n' "$dtype" "$peak"
 done
 echo
-echo "| model | dtype | implementation | tokens/s | runs | vs PyTorch DDP | vs PyTorch ZeRO-1 | vs deepshard stage 0 | MFU |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| model | dtype | implementation | tokens/s | runs | vs PyTorch DDP | vs PyTorch ZeRO-1 | vs deepshard stage 0 | MFU | peak RSS (MiB) |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for model in "${models[@]}"; do
   for dtype in "${dtypes[@]}"; do
-    ddp=0; zero1=0; z0=0
+    ddp=0; zero1=0; z0=0; py0=0
     for impl in "${impls[@]}"; do
-      read -r tps mfu runs <<<"$(median_of "$model-$dtype-$impl")"
-      case "$impl" in ddp) ddp=$tps ;; zero1) zero1=$tps ;; z0) z0=$tps ;; esac
+      read -r tps mfu rss runs <<<"$(median_of "$model-$dtype-$impl")"
+      case "$impl" in ddp) ddp=$tps ;; zero1) zero1=$tps ;; z0) z0=$tps ;; py0) py0=$tps ;; esac
     done
     for impl in "${impls[@]}"; do
-      read -r tps mfu runs <<<"$(median_of "$model-$dtype-$impl")"
+      read -r tps mfu rss runs <<<"$(median_of "$model-$dtype-$impl")"
       case "$impl" in
         ddp) label="PyTorch DDP"; vs_ddp="1.00x"; vs_zero1="-"; vs_z0="-" ;;
         zero1) label="PyTorch DDP + ZeroRedundancyOptimizer"; vs_ddp="-"; vs_zero1="1.00x"; vs_z0="-" ;;
-        z*) label="deepshard stage ${impl#z}"; vs_z0=$(ratio "$tps" "$z0")
-            vs_ddp=$([ "$impl" = z0 ] && ratio "$tps" "$ddp" || echo "-")
-            vs_zero1=$([ "$impl" = z1 ] && ratio "$tps" "$zero1" || echo "-") ;;
+        z* | py*)
+          impl_stage="${impl#?}"; impl_stage="${impl_stage#y}"; own0=$z0; label="deepshard stage $impl_stage"
+          [ "${impl#py}" = "$impl" ] || { own0=$py0; label="deepshard stage $impl_stage from Python"; }
+          vs_z0=$(ratio "$tps" "$own0")
+          vs_ddp=$([ "$impl_stage" = 0 ] && ratio "$tps" "$ddp" || echo "-")
+          vs_zero1=$([ "$impl_stage" = 1 ] && ratio "$tps" "$zero1" || echo "-") ;;
       esac
       mfu_text=$(awk -v m="$mfu" 'BEGIN {if (m == "-") print "-"; else printf "%.0f %%", 100 * m}')
-      printf '| %s | %s | %s | %.0f | %s | %s | %s | %s | %s |\n' "$model" "$dtype" "$label" "$tps" \
-        "$runs" "$vs_ddp" "$vs_zero1" "$vs_z0" "$mfu_text"
+      printf '| %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %.0f |\n' "$model" "$dtype" "$label" "$tps" \
+        "$runs" "$vs_ddp" "$vs_zero1" "$vs_z0" "$mfu_text" "$(awk -v r="$rss" 'BEGIN {print r / 1048576}')"
     done
   done
 done

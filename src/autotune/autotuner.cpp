@@ -32,6 +32,39 @@
 namespace deepshard::autotune {
 namespace {
 
+// The shortest time limit of a trial (process start and rendezvous included).
+constexpr double kMinTrialTimeoutS = 120;
+
+// Headroom left under the budget when sizing by measured peaks: the resident-memory samples are
+// 50 ms apart and the peak of one size varies by about 1 % from run to run.
+constexpr double kMeasuredFitHeadroom = 0.03;
+
+// The largest micro-batch whose peak, extrapolated linearly from the two largest sizes that ran
+// (distinct sizes, measured peaks), stays under the budget less the headroom.
+std::optional<int64_t> measured_fit(const std::vector<Row>& ran, int64_t budget) {
+  const Row* largest = nullptr;
+  const Row* second = nullptr;
+  for (const Row& r : ran) {
+    if (r.result.peak_rss <= 0) continue;
+    const int64_t m = r.experiment.micro_batch;
+    if (!largest || m > largest->experiment.micro_batch) {
+      if (largest && largest->experiment.micro_batch != m) second = largest;
+      largest = &r;
+    } else if (m < largest->experiment.micro_batch && (!second || m > second->experiment.micro_batch)) {
+      second = &r;
+    }
+  }
+  if (!largest || !second) return std::nullopt;
+  const double slope =
+      static_cast<double>(largest->result.peak_rss - second->result.peak_rss) /
+      static_cast<double>(largest->experiment.micro_batch - second->experiment.micro_batch);
+  if (slope <= 0) return std::nullopt;
+  const double room = (1.0 - kMeasuredFitHeadroom) * static_cast<double>(budget) -
+                      static_cast<double>(largest->result.peak_rss);
+  if (room < slope) return std::nullopt;
+  return largest->experiment.micro_batch + static_cast<int64_t>(room / slope);
+}
+
 namespace fs = std::filesystem;
 
 std::string mib(int64_t bytes) {
@@ -112,6 +145,8 @@ class Session {
   void profile();
   // The fast phase of `stage`; returns its experiments that ran.
   std::vector<Row> tune_micro_batches(int stage);
+  // The largest micro-batch whose predicted peak fits the budget (none before the profile run).
+  std::optional<int64_t> largest_fitting_micro_batch(int stage, int64_t per_replica);
   // The non-fast phase of `stage` over the micro-batch sizes that ran.
   void tune_knobs(int stage, const std::vector<Row>& fast_rows);
   std::optional<Row> best_row() const;
@@ -125,6 +160,8 @@ class Session {
   int64_t budget_ = 0;
   std::unique_ptr<ResultsStore> store_;
   std::optional<ModelInfo> info_;
+  // Seconds a trial may take per sample of its step (set by the profile run; 900 s bound the
+  // profile run itself).
   double trial_timeout_s_ = 900;
   std::optional<Row> baseline_;
   std::string baseline_signature_;
@@ -216,7 +253,9 @@ Row Session::evaluate(Experiment e, bool predict) {
       spec.result_dir = dir;
       auto limit = request_.memory_limit_overrides.find(e.name);
       spec.memory_limit = limit != request_.memory_limit_overrides.end() ? limit->second : budget_;
-      spec.timeout_s = trial_timeout_s_;
+      // The profile run trains one sample per step: scale its time by this experiment's samples.
+      spec.timeout_s = std::max(kMinTrialTimeoutS, trial_timeout_s_ * static_cast<double>(
+                                                       e.micro_batch * e.accumulation));
       spec.start_step = at_.start_profile_step;
       spec.end_step = at_.end_profile_step;
       const int64_t estimate = r.memory_estimate;
@@ -253,17 +292,50 @@ void Session::profile() {
   const std::string dir = store_->experiment_dir(e.name);
   info_ = model_info_from_run(dir + "/run", 1, at_.start_profile_step, at_.end_profile_step);
   write_text_file(dir + "/model_info.json", to_json(*info_).dump(2) + "\n");
-  // A trial taking far longer than the profile run hangs: allow 20 times its wall time.
-  trial_timeout_s_ = std::max(120.0, 20.0 * row.result.wall_s);
+  // A trial taking far longer than the profile run hangs: allow 20 times its wall time per sample
+  // of a step (the profile run's steps have one).
+  trial_timeout_s_ = 20.0 * row.result.wall_s;
   say("the model has " + std::to_string(info_->num_params) + " parameters; activations " +
       mib(info_->activation_bytes_per_sample) + " per sample, process " +
       mib(info_->baseline_bytes) + "; memory budget " + mib(budget_) + " per rank");
 }
 
+std::optional<int64_t> Session::largest_fitting_micro_batch(int stage, int64_t per_replica) {
+  if (!info_) return std::nullopt;
+  // Activations grow linearly with the micro-batch, so two predictions give the slope.
+  const auto predicted = [&](int64_t m) -> std::optional<int64_t> {
+    Experiment e = make_experiment(context_, stage, m, per_replica);
+    Overrides all = first_values(e.overrides);
+    for (const auto& [k, v] : trial_overrides("/tmp")) all[k] = v;
+    try {
+      std::vector<std::string> warnings;
+      const auto run = config::parse_run_config(job_.config_with(all), ranks_, &warnings, e.name,
+                                                models::arch_schemas());
+      return predict_memory(*info_, run, ranks_).total();
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  };
+  const auto one = predicted(1), two = predicted(2);
+  if (!one || !two || *two <= *one || *one > budget_) return std::nullopt;
+  return 1 + (budget_ - *one) / (*two - *one);
+}
+
 std::vector<Row> Session::tune_micro_batches(int stage) {
   const auto list = user_micro_batch_list(context_);
   const int64_t lo = list ? list->front() : min_micro_batch(context_);
-  const int64_t hi = list ? list->back() : std::max(lo, max_micro_batch(context_));
+  int64_t hi = list ? list->back() : std::max(lo, max_micro_batch(context_));
+  // Without max_train_batch_size the largest size also sets the samples per step (times the
+  // config's accumulation), so it is bounded first by what the estimate fits in the budget
+  // (DeepSpeed's calculated maximum micro-batch), not left at max_train_micro_batch_size_per_gpu.
+  if (!list && !context_.autotuning.max_train_batch_size) {
+    if (const auto fit = largest_fitting_micro_batch(stage, /*per_replica=*/1); fit && *fit < hi) {
+      hi = std::max(lo, *fit);
+      say("z" + std::to_string(stage) + ": the largest micro-batch the estimate fits is " +
+          std::to_string(*fit) + "; micro-batches " + std::to_string(lo) + ".." +
+          std::to_string(hi));
+    }
+  }
   std::vector<int64_t> sizes =
       list ? *list : micro_batch_candidates(lo, hi, at_.num_tuning_micro_batch_sizes);
   const int64_t per_replica = batch_per_replica(context_, hi);
@@ -271,6 +343,7 @@ std::vector<Row> Session::tune_micro_batches(int stage) {
   for (int64_t m : sizes) exps.push_back(make_experiment(context_, stage, m, per_replica));
   std::vector<Row> ran;
   int64_t largest_ran = 0;
+  int64_t out_of_memory_at = 0;  // the smallest size that ran out of memory
   bool pruned_above = false;
   auto run_one = [&](const Experiment& e) {
     if (baseline_ && baseline_->result.status == TrialStatus::kRan &&
@@ -289,32 +362,29 @@ std::vector<Row> Session::tune_micro_batches(int stage) {
     }
     if (row.result.status == TrialStatus::kPruned && row.result.memory_estimate > 0)
       pruned_above = true;
+    if (row.result.status == TrialStatus::kOutOfMemory &&
+        (out_of_memory_at == 0 || e.micro_batch < out_of_memory_at))
+      out_of_memory_at = e.micro_batch;
   };
   for (const Experiment& e : exps) run_one(e);
-  // DeepSpeed probes the largest runnable micro-batch with runs; the prediction finds it instead:
-  // activations grow linearly with the micro-batch, so two predictions give the slope.
-  if (!list && pruned_above && info_) {
-    const auto predicted = [&](int64_t m) -> std::optional<int64_t> {
-      Experiment e = make_experiment(context_, stage, m, per_replica);
-      Overrides all = first_values(e.overrides);
-      for (const auto& [k, v] : trial_overrides("/tmp")) all[k] = v;
-      try {
-        std::vector<std::string> warnings;
-        const auto run = config::parse_run_config(job_.config_with(all), ranks_, &warnings, e.name,
-                                                  models::arch_schemas());
-        return predict_memory(*info_, run, ranks_).total();
-      } catch (const std::exception&) {
-        return std::nullopt;
-      }
-    };
-    const auto one = predicted(1), two = predicted(2);
-    if (one && two && *two > *one && *one <= budget_) {
-      const int64_t fit = 1 + (budget_ - *one) / (*two - *one);
-      if (fit > largest_ran && fit < hi) {
-        say("z" + std::to_string(stage) + ": the largest micro-batch that fits the budget is " +
-            std::to_string(fit));
-        run_one(make_experiment(context_, stage, fit, per_replica));
-      }
+  // With the list fixed by max_train_batch_size, a pruned largest size is replaced by the largest
+  // the estimate fits (DeepSpeed probes it with runs).
+  if (!list && pruned_above) {
+    if (const auto fit = largest_fitting_micro_batch(stage, per_replica);
+        fit && *fit > largest_ran && *fit < hi) {
+      say("z" + std::to_string(stage) + ": the largest micro-batch that fits the budget is " +
+          std::to_string(*fit));
+      run_one(make_experiment(context_, stage, *fit, per_replica));
+    }
+  }
+  // The estimate can be low (activations per sample are measured at one sample); when a size ran
+  // out of memory, the peaks measured at the two largest sizes that ran give the slope instead.
+  if (!list && out_of_memory_at > 0) {
+    if (const auto fit = measured_fit(ran, budget_);
+        fit && *fit > largest_ran && *fit < out_of_memory_at) {
+      say("z" + std::to_string(stage) + ": by the measured peaks, the largest micro-batch that " +
+          "fits the budget is " + std::to_string(*fit));
+      run_one(make_experiment(context_, stage, *fit, per_replica));
     }
   }
   return ran;
