@@ -87,12 +87,16 @@ run_one() {
   local model="$1" dtype="$2" impl="$3" i="$4" name="$1-$2-$3-$4"
   local log="$out_dir/$name.log"
   case "$impl" in
-    ddp | zero1)
+    ddp | zero1 | py[0-3])
+      local mode="$impl"
+      [ "${impl#py}" = "$impl" ] || mode="deepshard${impl#py}"
       # shellcheck disable=SC2046
-      env "${peer_env[@]}" "$py" bench/torch_peer_bench.py --mode "$impl" --world "$world" --batch "$batch" \
+      env "${peer_env[@]}" PYTHONPATH="$build_dir/python${PYTHONPATH:+:$PYTHONPATH}" \
+        "$py" bench/torch_peer_bench.py --mode "$mode" --world "$world" --batch "$batch" \
         --dtype "$dtype" --steps "$steps" --warmup "$warmup" $(peer_model_args "$model") >"$log" 2>&1 ||
         { echo "bench_peers: $name failed:" >&2; tail -20 "$log" >&2; exit 1; }
-      sed -n 's/^RESULT .*"tokens_per_s": \([0-9.e+]*\).*/\1 -/p' "$log" >"$out_dir/$name.result"
+      sed -n 's/^RESULT .*"tokens_per_s": \([0-9.e+]*\).*"peak_rss_bytes": \([0-9]*\).*/\1 - \2/p' \
+        "$log" >"$out_dir/$name.result"
       ;;
     z[0-3])
       local run_dir="$out_dir/$name"

@@ -28,42 +28,13 @@
 #include "deepshard/config/parallel_config.h"
 #include "deepshard/models/registry.h"
 #include "deepshard/util/error.h"
+#include "util/fault_injection.h"
 
 namespace deepshard::autotune {
 namespace {
 
 // The shortest time limit of a trial (process start and rendezvous included).
 constexpr double kMinTrialTimeoutS = 120;
-
-// Headroom left under the budget when sizing by measured peaks: the resident-memory samples are
-// 50 ms apart and the peak of one size varies by about 1 % from run to run.
-constexpr double kMeasuredFitHeadroom = 0.03;
-
-// The largest micro-batch whose peak, extrapolated linearly from the two largest sizes that ran
-// (distinct sizes, measured peaks), stays under the budget less the headroom.
-std::optional<int64_t> measured_fit(const std::vector<Row>& ran, int64_t budget) {
-  const Row* largest = nullptr;
-  const Row* second = nullptr;
-  for (const Row& r : ran) {
-    if (r.result.peak_rss <= 0) continue;
-    const int64_t m = r.experiment.micro_batch;
-    if (!largest || m > largest->experiment.micro_batch) {
-      if (largest && largest->experiment.micro_batch != m) second = largest;
-      largest = &r;
-    } else if (m < largest->experiment.micro_batch && (!second || m > second->experiment.micro_batch)) {
-      second = &r;
-    }
-  }
-  if (!largest || !second) return std::nullopt;
-  const double slope =
-      static_cast<double>(largest->result.peak_rss - second->result.peak_rss) /
-      static_cast<double>(largest->experiment.micro_batch - second->experiment.micro_batch);
-  if (slope <= 0) return std::nullopt;
-  const double room = (1.0 - kMeasuredFitHeadroom) * static_cast<double>(budget) -
-                      static_cast<double>(largest->result.peak_rss);
-  if (room < slope) return std::nullopt;
-  return largest->experiment.micro_batch + static_cast<int64_t>(room / slope);
-}
 
 namespace fs = std::filesystem;
 
@@ -251,8 +222,8 @@ Row Session::evaluate(Experiment e, bool predict) {
       spec.set_thread_env = request_.launch.set_thread_env;
       spec.command = command;
       spec.result_dir = dir;
-      auto limit = request_.memory_limit_overrides.find(e.name);
-      spec.memory_limit = limit != request_.memory_limit_overrides.end() ? limit->second : budget_;
+      testing::FaultInjection* faults = testing::fault_injection();
+      spec.memory_limit = faults ? faults->trial_memory_limit(e.name).value_or(budget_) : budget_;
       // The profile run trains one sample per step: scale its time by this experiment's samples.
       spec.timeout_s = std::max(kMinTrialTimeoutS, trial_timeout_s_ * static_cast<double>(
                                                        e.micro_batch * e.accumulation));
@@ -380,7 +351,9 @@ std::vector<Row> Session::tune_micro_batches(int stage) {
   // The estimate can be low (activations per sample are measured at one sample); when a size ran
   // out of memory, the peaks measured at the two largest sizes that ran give the slope instead.
   if (!list && out_of_memory_at > 0) {
-    if (const auto fit = measured_fit(ran, budget_);
+    std::vector<MeasuredPeak> peaks;
+    for (const Row& r : ran) peaks.push_back({r.experiment.micro_batch, r.result.peak_rss});
+    if (const auto fit = largest_fit_by_measured_peaks(peaks, budget_);
         fit && *fit > largest_ran && *fit < out_of_memory_at) {
       say("z" + std::to_string(stage) + ": by the measured peaks, the largest micro-batch that " +
           "fits the budget is " + std::to_string(*fit));

@@ -88,4 +88,28 @@ MemoryPrediction predict_memory(const ModelInfo& info, const config::RunConfig& 
   return p;
 }
 
+std::optional<int64_t> largest_fit_by_measured_peaks(const std::vector<MeasuredPeak>& peaks,
+                                                     int64_t budget) {
+  const MeasuredPeak* largest = nullptr;
+  const MeasuredPeak* second = nullptr;
+  for (const MeasuredPeak& p : peaks) {
+    if (p.peak_rss <= 0) continue;
+    if (!largest || p.micro_batch > largest->micro_batch) {
+      if (largest) second = largest;
+      largest = &p;
+    } else if (p.micro_batch < largest->micro_batch &&
+               (!second || p.micro_batch > second->micro_batch)) {
+      second = &p;
+    }
+  }
+  if (!largest || !second) return std::nullopt;
+  const double slope = static_cast<double>(largest->peak_rss - second->peak_rss) /
+                       static_cast<double>(largest->micro_batch - second->micro_batch);
+  if (slope <= 0) return std::nullopt;
+  const double room = (1.0 - kMeasuredFitHeadroom) * static_cast<double>(budget) -
+                      static_cast<double>(largest->peak_rss);
+  if (room < slope) return std::nullopt;
+  return largest->micro_batch + static_cast<int64_t>(room / slope);
+}
+
 }  // namespace deepshard::autotune

@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "deepshard/config/run_config.h"
 
@@ -41,5 +43,22 @@ struct MemoryPrediction {
 
 // The predicted peak resident memory per rank of `run` (a resolved run config) on `ranks` ranks.
 MemoryPrediction predict_memory(const ModelInfo& info, const config::RunConfig& run, int64_t ranks);
+
+// A micro-batch size that ran and the largest rank's peak resident memory measured in it.
+struct MeasuredPeak {
+  int64_t micro_batch = 0;
+  int64_t peak_rss = 0;
+};
+
+// Headroom left under the budget when sizing by measured peaks: resident memory is sampled every
+// 50 ms and the peak of one size varies by about 1 % from run to run.
+inline constexpr double kMeasuredFitHeadroom = 0.03;
+
+// The largest micro-batch whose peak, extrapolated linearly from the two largest distinct sizes
+// measured, stays under (1 - kMeasuredFitHeadroom) x budget; none without two sizes, with a peak
+// that does not grow, or when not even one more sample fits. Sizing from runs corrects the
+// prediction where it is low (activations per sample are measured at one sample).
+std::optional<int64_t> largest_fit_by_measured_peaks(const std::vector<MeasuredPeak>& peaks,
+                                                     int64_t budget);
 
 }  // namespace deepshard::autotune

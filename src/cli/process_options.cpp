@@ -9,6 +9,7 @@
 #include "deepshard/platform/dnnl_sgemm.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
+#include "zero/stage3/storage_resize.h"
 
 namespace deepshard::cli {
 namespace {
@@ -45,6 +46,7 @@ const ProcessOptions& process_options() {
 }
 
 void apply_process_options(const ProcessOptions& options) {
+  if (!options.users_heap_setting.empty()) zero::leave_mmap_threshold_to_user();
   if (options.log_level) {
     const std::optional<log::Level> level = log::parse_level(*options.log_level);
     DS_CHECK(level.has_value(), UsageError, "DEEPSHARD_LOG_LEVEL=", *options.log_level,

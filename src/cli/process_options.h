@@ -27,7 +27,8 @@ struct ProcessOptions {
 // The environment's knobs, read on the first call (empty values count as unset).
 const ProcessOptions& process_options();
 
-// Hands the log level, the Adam variant and the Linear backend to their layers (the heap policy is
+// Hands the log level, the Adam variant, the Linear backend and the user's own heap settings
+// (stage 3's malloc thresholds leave them alone) to their layers (the heap policy is
 // `deepshard train`'s). A bad value throws UsageError naming the variable and what it takes.
 void apply_process_options(const ProcessOptions& options);
 

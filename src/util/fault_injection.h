@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace deepshard::testing {
@@ -24,6 +25,9 @@ class FaultInjection {
   // The trainer: after optimizer step `step` on each rank, what that rank's engine did (a probe:
   // tests record every rank's skipped steps and loss scales, not only rank 0's metrics).
   virtual void after_train_step(int64_t step, int rank, bool skipped, double loss_scale) {}
+  // The autotuner: a resident-memory limit for experiment `name` in place of the budget (a tiny
+  // one forces the experiment out of memory); none keeps the budget.
+  virtual std::optional<int64_t> trial_memory_limit(const std::string& name) { return std::nullopt; }
 };
 
 // Installs `faults` for the whole process (nullptr: none).

@@ -46,9 +46,11 @@ TEST(Autotuner, TunesTheTinyGptWithRealRanks) {
   const std::string config = dir.file("run.json");
   write_file(config, tiny_run_config(data, dir.file("run"), 2, 1, 6, extra.dump()));
   const std::string oom = "z1_gas2_tmbspg4";
-  auto r = run_deepshard({"launch", "-n", "2", "--autotuning", "run", "--memory-budget", "4e9",
-                          "--", deepshard_exe(), "train", "--config", config},
-                         600, {{"DEEPSHARD_TEST_TRIAL_MEMORY_LIMIT", oom + "=50000000"}});
+  // deepshard_faults (tests/workers/fault_main.cpp) reads the trial memory limit of `oom`.
+  auto r = run_exe(faults_exe(),
+                   {"launch", "-n", "2", "--autotuning", "run", "--memory-budget", "4e9", "--",
+                    deepshard_exe(), "train", "--config", config},
+                   600, {{"DEEPSHARD_TEST_TRIAL_MEMORY_LIMIT", oom + "=50000000"}});
   ASSERT_EQ(r.exit_status, 0) << r.output;
   std::printf("%s\n", r.output.c_str());
 

@@ -182,5 +182,17 @@ TEST(MemoryFit, PredictionFollowsStageAndMicroBatch) {
   EXPECT_EQ(predict_memory(info, run_of(0, 8), 2).total() - s0.total(), 12'000'000);
 }
 
+// From the two largest sizes that ran: 8 -> 1000 MiB and 26 -> 1916 MiB (the `small` GPT at N = 2,
+// docs/autotuning.md) grow 50.9 MiB a sample; a 2861 MiB budget less 3 % fits 16 more than 26.
+TEST(MemoryFit, LargestFitByMeasuredPeaks) {
+  constexpr int64_t MiB = 1 << 20;
+  const std::vector<MeasuredPeak> peaks = {{8, 1000 * MiB}, {26, 1916 * MiB}, {8, 1011 * MiB}};
+  EXPECT_EQ(largest_fit_by_measured_peaks(peaks, 2861 * MiB), 42);
+  EXPECT_EQ(largest_fit_by_measured_peaks({{8, 1000 * MiB}}, 2861 * MiB), std::nullopt);
+  EXPECT_EQ(largest_fit_by_measured_peaks({{8, 1000 * MiB}, {26, 900 * MiB}}, 2861 * MiB),
+            std::nullopt);  // a peak that does not grow with the batch gives no slope
+  EXPECT_EQ(largest_fit_by_measured_peaks(peaks, 1950 * MiB), std::nullopt);  // nothing more fits
+}
+
 }  // namespace
 }  // namespace deepshard::autotune

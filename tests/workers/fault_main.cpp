@@ -14,7 +14,10 @@
 //   DEEPSHARD_TEST_SAVE_DELAY_MS=T: every rank sleeps T ms before writing its checkpoint shard;
 //   DEEPSHARD_TEST_SAVE_KILL=R:TAG: rank R kills itself (SIGKILL) while saving checkpoint TAG;
 //   DEEPSHARD_TEST_SWAP_WRITE_FAIL=N:R: every swap-file write after the first N of the process
-//     whose RANK is R fails with ENOSPC, as a disk that filled up mid-run (io's fault hook).
+//     whose RANK is R fails with ENOSPC, as a disk that filled up mid-run (io's fault hook);
+//   DEEPSHARD_TEST_TRIAL_MEMORY_LIMIT=NAME=BYTES[,NAME=BYTES...]: `launch --autotuning` gives
+//     those experiments that resident-memory limit instead of the budget (a tiny one forces the
+//     experiment out of memory).
 #include <signal.h>
 
 #include <atomic>
@@ -64,6 +67,19 @@ class EnvFaults : public FaultInjection {
           spec.substr(colon + 1) == tag)
         ::raise(SIGKILL);
     }
+  }
+  std::optional<int64_t> trial_memory_limit(const std::string& name) override {
+    const char* spec = std::getenv("DEEPSHARD_TEST_TRIAL_MEMORY_LIMIT");
+    std::string rest = spec != nullptr ? spec : "";
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string item = rest.substr(0, comma);
+      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+      const size_t eq = item.find('=');
+      if (eq != std::string::npos && item.substr(0, eq) == name)
+        return std::atoll(item.c_str() + eq + 1);
+    }
+    return std::nullopt;
   }
   void at_train_step(int64_t step, int rank) override {
     if (kill_at_ && *kill_at_ == step && fail_rank_ == rank) ::raise(SIGKILL);

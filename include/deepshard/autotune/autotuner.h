@@ -6,8 +6,6 @@
 // "run" then trains with it. docs/autotuning.md.
 #pragma once
 
-#include <cstdint>
-#include <map>
 #include <string>
 
 #include "deepshard/launch/launcher.h"
@@ -17,9 +15,6 @@ namespace deepshard::autotune {
 struct AutotuneRequest {
   launch::LaunchOptions launch;  // -n, --memory-budget, --autotuning tune|run and the command
   std::string deepshard_exe;     // the executable whose `launch` starts each experiment
-  // Per-experiment resident-memory limits replacing the budget (tests force an experiment out of
-  // memory with a tiny one).
-  std::map<std::string, int64_t> memory_limit_overrides;
 };
 
 // Tunes (and with "run" trains); returns the exit status: 0 when a best configuration was found

@@ -6,6 +6,7 @@
 #include <c10/core/StorageImpl.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -72,16 +73,20 @@ at::Tensor storage_alias(const at::Tensor& tensor) {
 
 namespace {
 
-// A user's own glibc tuning (the MALLOC_MMAP_THRESHOLD_ environment variable) wins.
+std::atomic<bool> g_users_heap_settings{false};
+
+// A user's own glibc tuning wins.
 void set_mmap_threshold(int bytes) {
 #if defined(__GLIBC__)
-  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, bytes);
+  if (!g_users_heap_settings.load()) mallopt(M_MMAP_THRESHOLD, bytes);
 #else
   (void)bytes;
 #endif
 }
 
 }  // namespace
+
+void leave_mmap_threshold_to_user() { g_users_heap_settings.store(true); }
 
 void return_large_frees_to_os() { set_mmap_threshold(1 << 20); }
 

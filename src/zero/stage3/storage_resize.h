@@ -22,14 +22,18 @@ bool storage_allocated(const at::Tensor& tensor);
 // and its views.
 at::Tensor storage_alias(const at::Tensor& tensor);
 
-// Process-wide malloc policy (glibc; no-op elsewhere; left alone when the MALLOC_MMAP_THRESHOLD_
-// environment variable is set). While a partitioned model is built, allocations of 1 MiB and
+// Process-wide malloc policy (glibc; no-op elsewhere; left alone after
+// leave_mmap_threshold_to_user()). While a partitioned model is built, allocations of 1 MiB and
 // more are mmapped, so the full parameter storage each unit replaces goes back to the OS at once
 // (glibc raises its threshold up to 32 MiB after the first such free, and heap blocks freed in
 // the middle stay resident). Training then keeps a fixed 32 MiB threshold: activations are
 // reused from the heap instead of being mapped (and page-faulted) afresh on every step, which cost
 // stage 3 a fifth of its throughput. Gathered units do not depend on it: on the CPU
 // allocate_storage maps them directly, so a released unit always leaves the process.
+// The user chose the process's heap settings (the executable found MALLOC_MMAP_THRESHOLD_ or
+// another glibc malloc setting in its environment, cli/process_options.h): the two calls below
+// change nothing from then on.
+void leave_mmap_threshold_to_user();
 void return_large_frees_to_os();
 void keep_freed_memory_for_reuse();
 
