@@ -193,8 +193,9 @@ def run_deepshard_rank(rank, world, a, port, corpus):
     """One rank of a deepshard mode: its own transport joins from torchrun's variables."""
     import torch
     import torch.nn.functional as F
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
+    if world > 1:  # one rank joins no group (docs/python.md)
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                          WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
     import deepshard
     torch.manual_seed(a.seed)
     model = build_model(a)
