@@ -56,19 +56,32 @@ int64_t DistributedSampler::sample_offset(int64_t step, int64_t index) const {
   return static_cast<int64_t>((static_cast<unsigned __int128>(h) * starts) >> 64);
 }
 
+int64_t DistributedSampler::sample_key(int64_t step, int64_t index) const {
+  DS_ASSERT(step >= 0 && index >= 0, "step ", step, ", index ", index);
+  // The offset's hash chain with one more round under a different constant: independent of it.
+  uint64_t h = splitmix64(seed_ ^ 0x6b657973ULL);  // "keys"
+  h = splitmix64(h ^ static_cast<uint64_t>(step));
+  h = splitmix64(h ^ static_cast<uint64_t>(index));
+  return static_cast<int64_t>(h >> 1);  // non-negative
+}
+
 Batch DistributedSampler::batch(int64_t step, int64_t micro_step) const {
   DS_CHECK(step >= 0 && micro_step >= 0 && micro_step < grad_accum_steps_, Error,
            "DistributedSampler::batch: step ", step, " micro-step ", micro_step,
            " (gradient accumulation has ", grad_accum_steps_, " micro-steps)");
   // Host buffer: the tokens come from a memory-mapped file; the caller moves them.
   at::Tensor windows = at::empty({micro_batch_, block_size_ + 1}, at::kLong);
+  at::Tensor keys = at::empty({micro_batch_}, at::kLong);
   int64_t* out = windows.data_ptr<int64_t>();
   for (int64_t p = 0; p < micro_batch_; ++p) {
-    int64_t start = sample_offset(step, global_index(rank_, micro_step, p));
-    file_.read(start, block_size_ + 1, out + p * (block_size_ + 1));
+    const int64_t index = global_index(rank_, micro_step, p);
+    file_.read(sample_offset(step, index), block_size_ + 1, out + p * (block_size_ + 1));
+    keys.data_ptr<int64_t>()[p] = sample_key(step, index);
   }
-  return {windows.narrow(1, 0, block_size_).contiguous(),
-          windows.narrow(1, 1, block_size_).contiguous()};
+  Batch batch{windows.narrow(1, 0, block_size_).contiguous(),
+              windows.narrow(1, 1, block_size_).contiguous(), keys};
+  if (objective_) objective_(batch);
+  return batch;
 }
 
 }  // namespace deepshard::data

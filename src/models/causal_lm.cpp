@@ -1,4 +1,4 @@
-// The architecture-independent part of a causal language model (causal_lm.h): forward from the
+// The architecture-independent part of a language model (causal_lm.h): forward from the
 // parts, the layers through the unit calls and the layer runner, loss, sampling, parameter count.
 #include "deepshard/models/causal_lm.h"
 
@@ -46,6 +46,8 @@ at::Tensor CausalLmImpl::loss_of_logits(const at::Tensor& logits, const at::Tens
 std::vector<int64_t> CausalLmImpl::generate(const std::vector<int64_t>& prompt,
                                             int64_t max_new_tokens, double temperature,
                                             int64_t top_k, uint64_t seed) {
+  DS_CHECK(generates_text(), Error, "model.arch \"", arch(),
+           "\" does not generate text (it is not a left-to-right language model)");
   DS_CHECK(!prompt.empty(), Error, arch(),
            " generate: the prompt is empty (give at least one token)");
   for (int64_t token : prompt) {

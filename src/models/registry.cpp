@@ -8,6 +8,7 @@ namespace deepshard::models {
 
 const ArchEntry& gpt_entry();
 const ArchEntry& llama_entry();
+const ArchEntry& bert_entry();
 
 namespace {
 
@@ -17,6 +18,7 @@ using EntryOf = const ArchEntry& (*)();
 constexpr EntryOf kArchs[] = {
     gpt_entry,
     llama_entry,
+    bert_entry,
 };
 
 }  // namespace

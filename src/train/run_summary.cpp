@@ -8,6 +8,7 @@
 #include "deepshard/monitor/jsonl_writer.h"
 #include "deepshard/monitor/process_memory.h"
 #include "deepshard/train/model_factory.h"
+#include "deepshard/util/log.h"
 #include "train/memory_report.h"
 #include "train/save_weights.h"
 #include "train/training_run.h"
@@ -31,6 +32,12 @@ PipelineWeights pipeline_weights(const TrainingRun& run) {
 void sample_text(TrainingRun& run) {
   const auto& train = run.config.train;
   if (train.sample_tokens <= 0 || run.summary.stopped) return;
+  if (!run.model->generates_text()) {
+    if (run.rank0)
+      log::warn("train.sample_tokens: model.arch \"", run.model->arch(),
+                "\" does not generate text; no sample is written");
+    return;
+  }
   std::shared_ptr<models::CausalLmImpl> model = run.model;
   if (run.tensor_parallel || run.pipeline) {
     const auto whole = gather_whole_parameters(*run.engine, *run.model, run.tensor_parallel.get(),

@@ -1,6 +1,7 @@
 // Tests of DistributedSampler: windows come from the file, targets are inputs shifted by one,
-// draws are deterministic, the global batch of a step does not depend on how it is split over
-// ranks and micro-steps, and any step can be produced directly (resume).
+// draws are deterministic, the global batch of a step (its windows and sample keys) does not
+// depend on how it is split over ranks and micro-steps, any step can be produced directly
+// (resume), and the objective is applied to every batch.
 #include "deepshard/data/sampler.h"
 
 #include <gtest/gtest.h>
@@ -32,11 +33,15 @@ class SamplerTest : public ::testing::Test {
 
   // The global batch of `step` ([global_batch, kBlock] inputs) assembled from every rank's
   // micro-batches in global order: rank, then micro-step, then position.
-  at::Tensor global_inputs(int world, int64_t micro, int64_t gas, int64_t step) const {
+  at::Tensor global_inputs(int world, int64_t micro, int64_t gas, int64_t step,
+                           bool keys = false) const {
     std::vector<at::Tensor> parts;
     for (int rank = 0; rank < world; ++rank) {
       DistributedSampler sampler(*file_, kBlock, micro, gas, rank, world, /*seed=*/42);
-      for (int64_t m = 0; m < gas; ++m) parts.push_back(sampler.batch(step, m).inputs);
+      for (int64_t m = 0; m < gas; ++m) {
+        const Batch b = sampler.batch(step, m);
+        parts.push_back(keys ? b.sample_keys : b.inputs);
+      }
     }
     return torch::cat(parts);
   }
@@ -91,10 +96,18 @@ TEST_F(SamplerTest, GlobalBatchIsIndependentOfRankCountAndMicroBatchSplit) {
   } splits[] = {{1, 8, 1}, {1, 4, 2}, {2, 4, 1}, {2, 2, 2}, {4, 2, 1}, {4, 1, 2}};
   for (int64_t step : {0, 1, 17}) {
     at::Tensor reference = global_inputs(1, 8, 1, step);
+    at::Tensor reference_keys = global_inputs(1, 8, 1, step, /*keys=*/true);
     ASSERT_EQ(reference.size(0), 8);
+    ASSERT_EQ(reference_keys.size(0), 8);
+    // Distinct keys, non-negative, and not those of another step.
+    EXPECT_EQ(std::get<0>(at::_unique(reference_keys)).size(0), 8);
+    EXPECT_GE(reference_keys.min().item<int64_t>(), 0);
+    EXPECT_FALSE(torch::equal(reference_keys, global_inputs(1, 8, 1, step + 1, true)));
     for (const auto& s : splits) {
       EXPECT_TRUE(torch::equal(global_inputs(s.world, s.micro, s.gas, step), reference))
           << "step " << step << ", world " << s.world << ", micro " << s.micro << ", gas " << s.gas;
+      EXPECT_TRUE(torch::equal(global_inputs(s.world, s.micro, s.gas, step, true), reference_keys))
+          << "keys: step " << step << ", world " << s.world << ", micro " << s.micro;
     }
   }
 }
@@ -110,6 +123,20 @@ TEST_F(SamplerTest, AnyStepCanBeProducedDirectly) {
       EXPECT_TRUE(torch::equal(resumed.batch(step, m).inputs, sequential[step * 2 + m]))
           << "step " << step << " micro-step " << m;
   }
+}
+
+TEST_F(SamplerTest, TheObjectiveIsAppliedToEveryBatch) {
+  DistributedSampler plain(*file_, kBlock, 4, 1, 0, 1, 42),
+      objective(*file_, kBlock, 4, 1, 0, 1, 42);
+  std::vector<int64_t> seen_keys;
+  objective.set_objective([&](Batch& b) {
+    seen_keys.push_back(b.sample_keys[0].item<int64_t>());
+    b.targets = b.inputs * 0 - 100;
+  });
+  const Batch a = plain.batch(2, 0), b = objective.batch(2, 0);
+  EXPECT_TRUE(torch::equal(a.inputs, b.inputs));
+  EXPECT_TRUE(torch::equal(b.targets, torch::full({4, kBlock}, -100, at::kLong)));
+  EXPECT_EQ(seen_keys, (std::vector<int64_t>{a.sample_keys[0].item<int64_t>()}));
 }
 
 TEST(Sampler, OffsetsCoverEveryStartAndStayInRange) {

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "deepshard/data/token_file.h"
 
@@ -17,24 +18,35 @@ namespace deepshard::data {
 struct Batch {
   at::Tensor inputs;   // [micro, block_size] int64
   at::Tensor targets;  // [micro, block_size] int64 (inputs shifted by one)
+  // [micro] int64: each sample's key, a hash of (seed, step, global sample index) distinct from
+  // its offset's, for an objective that draws per sample (masked-LM) alike in every layout.
+  at::Tensor sample_keys;
 };
 
 class DistributedSampler {
  public:
   DistributedSampler(const TokenFile& file, int64_t block_size, int64_t micro_batch,
                      int64_t grad_accum_steps, int rank, int world_size, uint64_t seed);
-  // The micro-batch of this rank for optimizer step `step` and micro-step `micro_step`.
+  // The micro-batch of this rank for optimizer step `step` and micro-step `micro_step`, through
+  // the objective when one is set.
   Batch batch(int64_t step, int64_t micro_step) const;
+  // What batch() applies to each window before returning it (the model's training objective,
+  // models::CausalLmImpl::make_objective); unset: the windows as read.
+  using Objective = std::function<void(Batch&)>;
+  void set_objective(Objective objective) { objective_ = std::move(objective); }
   // Index of the sample within the global batch of a step.
   int64_t global_index(int rank, int64_t micro_step, int64_t position) const;
   // Start offset (in tokens) of global sample `index` of `step`.
   int64_t sample_offset(int64_t step, int64_t index) const;
+  // The key of global sample `index` of `step` (Batch::sample_keys).
+  int64_t sample_key(int64_t step, int64_t index) const;
 
  private:
   const TokenFile& file_;
   int64_t block_size_, micro_batch_, grad_accum_steps_;
   int rank_, world_size_;
   uint64_t seed_;
+  Objective objective_;
 };
 
 }  // namespace deepshard::data

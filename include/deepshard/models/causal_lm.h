@@ -1,5 +1,6 @@
 // What the trainer, `deepshard generate`, the weight converters and the pipeline stages need from
-// a decoder-only language model, whatever its architecture (GPT-2, Llama): logits for token ids
+// a language model, whatever its architecture (the GPT-2 and Llama decoders, the BERT encoder):
+// its training objective on windows of a token file, logits for token ids
 // as a stack of parts (embedding, layers, head), the training loss, sampling, its sizes and its
 // sharding plan (deepshard/sharding/sharding_plan.h). An architecture implements the parts,
 // sharding_plan() and its sizes; forward, loss and sampling are shared here.
@@ -43,11 +44,26 @@ class CausalLmImpl : public torch::nn::Module, public sharding::Shardable {
   // The architecture's name, as the run config's model.arch spells it ("gpt", "llama").
   virtual std::string arch() const = 0;
 
+  // The training objective on a window of the token file: `inputs` [B, T] and `targets` [B, T]
+  // (the next tokens) as the sampler reads them, `sample_keys` [B] int64 (one per sample, a
+  // function of the seed, the step and the sample's index in the global batch: the same whatever
+  // the layout) -> what loss() takes, in place. A decoder predicts the next token (the window as
+  // it is, this default); an encoder masks inputs and keeps the targets of the masked positions.
+  virtual void make_objective(at::Tensor& inputs, at::Tensor& targets,
+                              const at::Tensor& sample_keys) const {
+    (void)inputs, (void)targets, (void)sample_keys;
+  }
+
   // Mean cross-entropy of forward(idx) against targets [B, T], computed in fp32 whatever the
-  // parameter dtype (a bf16 log-softmax over the vocabulary loses too much precision).
+  // parameter dtype (a bf16 log-softmax over the vocabulary loses too much precision). Without
+  // the fused loss (fused_loss()), targets of -100 are left out of the mean (libtorch's
+  // ignore_index): an encoder's unmasked positions.
   at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets);
   // The same loss from logits [B, T, V] (what loss() computes after forward()).
   at::Tensor loss_of_logits(const at::Tensor& logits, const at::Tensor& targets);
+
+  // False for a model that does not continue text (an encoder): generate() throws Error.
+  virtual bool generates_text() const { return true; }
 
   // Samples `max_new_tokens` continuation tokens (no grad) on the host with a CPU generator
   // seeded by `seed` (reproducible on any device). top_k <= 0: no top-k filter; temperature <= 0:
