@@ -201,19 +201,31 @@ def run_deepshard_rank(rank, world, a, port, corpus):
     model = build_model(a)
     n_params = sum(p.numel() for p in model.parameters())
     engine, _, _, _ = deepshard.initialize(model=model, config=deepshard_config(a))
+
+    def train_step(step, x, y):
+        logits = engine(x)
+        loss = F.cross_entropy(logits.float().view(-1, a.vocab), y.view(-1))
+        engine.backward(loss)
+        engine.step()
+        return loss
+
+    times, losses = timed_steps(a, rank, world, corpus, train_step)
+    return times, losses, n_params
+
+
+def timed_steps(a, rank, world, corpus, train_step):
+    """Runs train_step(step, inputs, targets) -> loss on this rank's slice of every global batch;
+    returns each step's time (the step alone, not the batch's making) and loss."""
     global_batch = a.batch * world
     lo, hi = rank * a.batch, (rank + 1) * a.batch
     times, losses = [], []
     for step in range(a.steps):
         x, y = get_batch(a, corpus, step, lo, hi, global_batch)
         t0 = time.perf_counter()
-        logits = engine(x)
-        loss = F.cross_entropy(logits.float().view(-1, a.vocab), y.view(-1))
-        engine.backward(loss)
-        engine.step()
+        loss = train_step(step, x, y)
         losses.append(loss.item())
         times.append(time.perf_counter() - t0)
-    return times, losses, n_params
+    return times, losses
 
 
 def peak_rss_bytes():
@@ -260,12 +272,8 @@ def run_rank(rank, world, a, port, q):
             opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
                                      {"params": no_decay, "weight_decay": 0.0}],
                                     lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
-        global_batch = a.batch * world
-        lo, hi = rank * a.batch, (rank + 1) * a.batch
-        times, losses = [], []
-        for step in range(a.steps):
-            x, y = get_batch(a, corpus, step, lo, hi, global_batch)
-            t0 = time.perf_counter()
+
+        def train_step(step, x, y):
             for group in opt.param_groups:
                 group["lr"] = a.lr * warmup_cosine(a, step)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=(a.dtype == "bf16")):
@@ -276,8 +284,9 @@ def run_rank(rank, world, a, port, q):
             if a.clip > 0:
                 torch.nn.utils.clip_grad_norm_(params, a.clip)
             opt.step()
-            losses.append(loss.item())
-            times.append(time.perf_counter() - t0)
+            return loss
+
+        times, losses = timed_steps(a, rank, world, corpus, train_step)
         q.put(("ok", {"rank": rank, "times": times, "losses": losses,
                       "n_params": sum(p.numel() for p in params), "openblas_core": openblas_core(),
                       "peak_rss": peak_rss_bytes()}))
