@@ -16,6 +16,7 @@
 #include "deepshard/util/error.h"
 #include "kernels/expect_close.h"
 #include "support/kernel_isa_test.h"
+#include "support/scoped_bf16_compute.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -92,6 +93,9 @@ TEST_P(BlockedAttention, MatchesLibtorchOnPartialAndShortBlocks) {
 }
 
 TEST_P(BlockedAttention, RefusesWhatItDoesNotHandle) {
+  // bf16 with the native compute (bf16 computed in fp32 runs this kernel on an fp32 copy:
+  // bf16_compute_test.cpp).
+  const testing::ScopedBf16Compute native(Bf16Compute::kNative);
   const at::Tensor qkv = torch::randn({2, 16, 3 * 32});
   EXPECT_FALSE(blocked_attention_supported(qkv.to(at::kBFloat16), 4));
   EXPECT_FALSE(blocked_attention_supported(qkv.transpose(0, 1), 4));  // not contiguous
