@@ -1,8 +1,9 @@
 // The fused AdamW kernel (FlatAdam over adam_step: one pass, explicit AVX-512 / AVX2+FMA
-// intrinsics or the scalar fallback, forced with force_adam_isa) against torch::optim::AdamW
-// (a sequence of tensor ops) on 50M fp32 elements, with 1 and 2 intra-op threads, with and without
-// the fused bf16 copy of the parameters. Reported: wall time per step and the bytes the fused
-// kernel must move (param, grad, exp_avg, exp_avg_sq read; three written; plus 2 bytes of bf16).
+// intrinsics or the scalar fallback, forced with platform::force_kernel_isa) against
+// torch::optim::AdamW (a sequence of tensor ops) on 50M fp32 elements, with 1 and 2 intra-op
+// threads, with and without the fused bf16 copy of the parameters. Reported: wall time per step and
+// the bytes the fused kernel must move (param, grad, exp_avg, exp_avg_sq read; three written; plus
+// 2 bytes of bf16).
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
@@ -10,14 +11,15 @@
 #include <cstdlib>
 
 #include "deepshard/optim/adam.h"
+#include "deepshard/platform/kernel_isa.h"
 
 namespace {
 
-using deepshard::optim::AdamIsa;
+using deepshard::platform::KernelIsa;
 
 constexpr int64_t kNumel = 50'000'000;
 constexpr int64_t kBytesPerElement = 7 * sizeof(float);
-constexpr AdamIsa kIsas[] = {AdamIsa::kScalar, AdamIsa::kAvx2, AdamIsa::kAvx512};
+constexpr KernelIsa kIsas[] = {KernelIsa::kScalar, KernelIsa::kAvx2, KernelIsa::kAvx512};
 
 deepshard::config::OptimizerConfig adamw() {
   deepshard::config::OptimizerConfig c;
@@ -29,12 +31,12 @@ deepshard::config::OptimizerConfig adamw() {
 
 // Args: ISA index in kIsas, threads, bf16 copy (0/1).
 void BM_FusedAdamW(benchmark::State& state) {
-  const AdamIsa isa = kIsas[state.range(0)];
-  if (!deepshard::optim::adam_isa_supported(isa)) {
+  const KernelIsa isa = kIsas[state.range(0)];
+  if (!deepshard::platform::kernel_isa_supported(isa)) {
     state.SkipWithError("this CPU cannot run the variant");
     return;
   }
-  deepshard::optim::force_adam_isa(isa);
+  deepshard::platform::force_kernel_isa(isa);
   at::set_num_threads(int(state.range(1)));
   const bool with_bf16 = state.range(2) != 0;
   const auto c = adamw();
@@ -42,9 +44,9 @@ void BM_FusedAdamW(benchmark::State& state) {
   at::Tensor param = torch::randn({kNumel}), grad = torch::randn({kNumel});
   at::Tensor bf16 = with_bf16 ? torch::zeros({kNumel}, torch::kBFloat16) : at::Tensor();
   for (auto _ : state) adam.step(param, grad, c.lr, 1.0f, bf16);
-  deepshard::optim::force_adam_isa(std::nullopt);
+  deepshard::platform::force_kernel_isa(std::nullopt);
   state.SetBytesProcessed(state.iterations() * kNumel * (kBytesPerElement + (with_bf16 ? 2 : 0)));
-  state.SetLabel(deepshard::optim::to_string(isa));
+  state.SetLabel(deepshard::platform::to_string(isa));
 }
 
 void BM_TorchAdamW(benchmark::State& state) {

@@ -1,17 +1,20 @@
 // `deepshard doctor [--ranks N]`: what this machine gives a rank: CPU model and ISA, the OpenBLAS
 // kernels (and whether deepshard replaced a generic fallback core), threads per rank, the oneDNN
-// version and whether the fp32 Linear layers run on its sgemm (numerically checked), how bf16
-// models multiply (the automatic choice of --bf16-compute), measured fp32 and bf16 matmul GFLOP/s
-// with those threads, and the faster precision.
+// version and whether the fp32 Linear layers run on its sgemm (numerically checked), the
+// instruction-set level of deepshard's own kernels (DEEPSHARD_KERNEL_ISA), how bf16 models multiply
+// (train's choice without --bf16-compute: DEEPSHARD_BF16_COMPUTE, else auto), measured fp32 and
+// bf16 matmul GFLOP/s with those threads, and the faster precision.
 #include <cstdio>
 #include <string>
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
+#include "cli/process_options.h"
 #include "deepshard/kernels/bf16_compute.h"
 #include "deepshard/platform/blas_kernels.h"
 #include "deepshard/platform/cpu_info.h"
 #include "deepshard/platform/dnnl_sgemm.h"
+#include "deepshard/platform/kernel_isa.h"
 #include "deepshard/train/matmul_peak.h"
 #include "deepshard/util/error.h"
 
@@ -25,8 +28,10 @@ const char* kUsage =
     "an AVX2/AVX-512 CPU is replaced by the matching OPENBLAS_CORETYPE, as `deepshard launch`\n"
     "does for its ranks, unless OPENBLAS_CORETYPE is set), the threads each of N local ranks gets\n"
     "(cores / N, default N = 1), the oneDNN version, whether fp32 Linear layers run on oneDNN's\n"
-    "sgemm (checked against a double-precision reference), how bf16 models multiply here\n"
-    "(train's --bf16-compute auto), and the fp32 and bf16 GFLOP/s of an SxS matmul (default\n"
+    "sgemm (checked against a double-precision reference), the instruction set of deepshard's\n"
+    "own kernels (the best this CPU runs, or DEEPSHARD_KERNEL_ISA=avx512|avx2|scalar), how bf16\n"
+    "models multiply here (train's --bf16-compute default: DEEPSHARD_BF16_COMPUTE, else auto),\n"
+    "and the fp32 and bf16 GFLOP/s of an SxS matmul (default\n"
     "1024) with that many threads: the peak `deepshard train` reports MFU against. It ends with\n"
     "the precision that is faster here (bf16.enabled in the run file).\n";
 
@@ -59,7 +64,11 @@ int run_doctor_command(const Args& args) {
               static_cast<long long>(ranks));
   std::printf("onednn:           %s\n", onednn.empty() ? "not loaded" : onednn.c_str());
   std::printf("linear layers:    %s\n", platform::dnnl_sgemm_status().c_str());
-  const kernels::Bf16ComputeChoice bf16_compute = kernels::choose_bf16_compute("auto", cpu);
+  std::printf("kernels:          %s\n", platform::kernel_isa_status().c_str());
+  // What `deepshard train` chooses without --bf16-compute (DEEPSHARD_BF16_COMPUTE, else auto).
+  const std::optional<std::string>& bf16_env = process_options().bf16_compute;
+  const kernels::Bf16ComputeChoice bf16_compute = kernels::choose_bf16_compute(
+      bf16_env.value_or("auto"), cpu, bf16_env ? "DEEPSHARD_BF16_COMPUTE" : "--bf16-compute");
   std::printf("bf16 compute:     %s (%s)\n", kernels::to_string(bf16_compute.compute),
               bf16_compute.reason.c_str());
   std::fflush(stdout);

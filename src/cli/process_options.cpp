@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "deepshard/optim/adam.h"
 #include "deepshard/platform/dnnl_sgemm.h"
+#include "deepshard/platform/kernel_isa.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
 #include "zero/stage3/storage_resize.h"
@@ -36,7 +36,18 @@ const ProcessOptions& process_options() {
   static const ProcessOptions options = [] {
     ProcessOptions o;
     o.log_level = env("DEEPSHARD_LOG_LEVEL");
-    o.adam_isa = env("DEEPSHARD_ADAM_ISA");
+    for (const char* name : {"DEEPSHARD_KERNEL_ISA", "DEEPSHARD_ADAM_ISA"}) {
+      std::optional<std::string> value = env(name);
+      if (!value) continue;
+      DS_CHECK(!o.kernel_isa || *o.kernel_isa == *value, UsageError,
+               "DEEPSHARD_KERNEL_ISA=", *o.kernel_isa, " and DEEPSHARD_ADAM_ISA=", *value,
+               " disagree (DEEPSHARD_ADAM_ISA is the older name of DEEPSHARD_KERNEL_ISA)");
+      if (!o.kernel_isa) {
+        o.kernel_isa = std::move(value);
+        o.kernel_isa_variable = name;
+      }
+    }
+    o.bf16_compute = env("DEEPSHARD_BF16_COMPUTE");
     o.linear = env("DEEPSHARD_LINEAR");
     o.heap = env("DEEPSHARD_HEAP");
     o.users_heap_setting = users_heap_setting();
@@ -53,12 +64,8 @@ void apply_process_options(const ProcessOptions& options) {
              ": expected debug, info, warn or error");
     log::set_level(*level);
   }
-  if (options.adam_isa) {
-    try {
-      optim::force_adam_isa(optim::parse_adam_isa(*options.adam_isa));
-    } catch (const Error& e) {
-      throw UsageError(detail::concat("DEEPSHARD_ADAM_ISA=", *options.adam_isa, ": ", e.what()));
-    }
+  if (options.kernel_isa) {
+    platform::force_kernel_isa_setting(options.kernel_isa_variable, *options.kernel_isa);
   }
   if (options.linear) {
     DS_CHECK(*options.linear == "dnnl" || *options.linear == "torch", UsageError,

@@ -20,6 +20,7 @@
 #include "deepshard/platform/blas_kernels.h"
 #include "deepshard/platform/cpu_info.h"
 #include "deepshard/platform/heap_policy.h"
+#include "deepshard/platform/kernel_isa.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/util/log.h"
 
@@ -40,7 +41,8 @@ const char* kUsage =
     "--bf16-compute auto|native|fp32: how a bf16 model multiplies. auto (the default): in fp32\n"
     "from its bf16 operands unless the CPU has bf16 arithmetic (AVX512-BF16, AMX) and libtorch's\n"
     "bf16 matmul passes a numeric check; native: libtorch's bf16 kernels; fp32: always fp32.\n"
-    "Parameters, gradients and communication stay bf16 either way.\n"
+    "Parameters, gradients and communication stay bf16 either way. Without the option,\n"
+    "DEEPSHARD_BF16_COMPUTE (same values) sets it.\n"
     "Several ranks: deepshard launch -n 2 -- deepshard train --config RUN.json\n";
 
 }  // namespace
@@ -70,8 +72,11 @@ int run_train_command(const Args& args) {
 
   // How bf16 models multiply on this machine (kernels/bf16_compute.h), once, before anything is
   // built; the start-up line and summary.json's platform section say which and why.
+  const std::optional<std::string> bf16_flag = parser.get("bf16-compute");
+  const std::optional<std::string>& bf16_env = process_options().bf16_compute;
   const kernels::Bf16ComputeChoice bf16_compute = kernels::choose_bf16_compute(
-      parser.get("bf16-compute").value_or("auto"), platform::detect_cpu());
+      bf16_flag.value_or(bf16_env.value_or("auto")), platform::detect_cpu(),
+      bf16_flag || !bf16_env ? "--bf16-compute" : "DEEPSHARD_BF16_COMPUTE");
   kernels::set_bf16_compute(bf16_compute);
 
   const auto info = comm::rendezvous_from_env();
@@ -79,7 +84,7 @@ int run_train_command(const Args& args) {
   if (info.rank == 0) {
     log::info("BLAS: ", blas, "; heap: ", heap.reason,
               "; bf16 compute: ", kernels::to_string(bf16_compute.compute), " (",
-              bf16_compute.reason, ")");
+              bf16_compute.reason, "); kernels: ", platform::kernel_isa_status());
   }
   std::vector<std::string> warnings;
   const auto run =

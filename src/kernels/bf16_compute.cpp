@@ -66,14 +66,13 @@ bool libtorch_bf16_matmul_accurate(std::string* detail) {
 }
 
 Bf16ComputeChoice choose_bf16_compute(std::string_view setting, const platform::CpuInfo& cpu,
-                                      const std::function<bool(std::string*)>& native_check) {
-  if (setting == "native") {
-    return {Bf16Compute::kNative, "set by --bf16-compute"};
+                                      const std::function<bool(std::string*)>& native_check,
+                                      std::string_view source) {
+  if (setting == "native" || setting == "fp32") {
+    return {setting == "native" ? Bf16Compute::kNative : Bf16Compute::kFp32,
+            detail::concat("set by ", source)};
   }
-  if (setting == "fp32") {
-    return {Bf16Compute::kFp32, "set by --bf16-compute"};
-  }
-  DS_CHECK(setting == "auto", UsageError, "--bf16-compute ", setting,
+  DS_CHECK(setting == "auto", UsageError, source, " ", setting,
            ": expected auto (the default), native or fp32");
   if (!cpu.avx512_bf16 && !cpu.amx_bf16) {
     return {Bf16Compute::kFp32,
@@ -89,8 +88,9 @@ Bf16ComputeChoice choose_bf16_compute(std::string_view setting, const platform::
               ", libtorch's bf16 matmul verified numerically (fp32 accumulation)"};
 }
 
-Bf16ComputeChoice choose_bf16_compute(std::string_view setting, const platform::CpuInfo& cpu) {
-  return choose_bf16_compute(setting, cpu, libtorch_bf16_matmul_accurate);
+Bf16ComputeChoice choose_bf16_compute(std::string_view setting, const platform::CpuInfo& cpu,
+                                      std::string_view source) {
+  return choose_bf16_compute(setting, cpu, libtorch_bf16_matmul_accurate, source);
 }
 
 void set_bf16_compute(const Bf16ComputeChoice& choice) {

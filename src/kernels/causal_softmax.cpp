@@ -43,14 +43,17 @@ DS_SIMD_INLINE void softmax_grad_row(const float* y, const float* dy, float* dx,
 
 namespace detail {
 
-DS_SIMD_KERNEL void causal_softmax_rows_f32(const float* in, float* out, int64_t row0, int64_t rows,
-                                            int64_t cols, int64_t t, float scale) {
+DS_SIMD_KERNEL(causal_softmax_rows_f32,
+               (const float* in, float* out, int64_t row0, int64_t rows, int64_t cols, int64_t t,
+                float scale),
+               (in, out, row0, rows, cols, t, scale)) {
   for (int64_t r = row0; r < row0 + rows; ++r)
     softmax_row(in + r * cols, out + r * cols, std::min(cols, r % t + 1), cols, scale);
 }
-DS_SIMD_KERNEL void causal_softmax_grad_rows_f32(const float* y, const float* dy, float* dx,
-                                                 int64_t row0, int64_t rows, int64_t cols,
-                                                 int64_t t, float scale) {
+DS_SIMD_KERNEL(causal_softmax_grad_rows_f32,
+               (const float* y, const float* dy, float* dx, int64_t row0, int64_t rows,
+                int64_t cols, int64_t t, float scale),
+               (y, dy, dx, row0, rows, cols, t, scale)) {
   for (int64_t r = row0; r < row0 + rows; ++r)
     softmax_grad_row(y + r * cols, dy + r * cols, dx + r * cols, std::min(cols, r % t + 1), cols,
                      scale);
@@ -62,17 +65,20 @@ namespace {
 using detail::causal_softmax_grad_rows_f32;
 using detail::causal_softmax_rows_f32;
 
-DS_SIMD_KERNEL void forward_bf16(const uint16_t* in, uint16_t* out, float* buf, int64_t row0,
-                                 int64_t rows, int64_t cols, int64_t t, float scale) {
+DS_SIMD_KERNEL(forward_bf16,
+               (const uint16_t* in, uint16_t* out, float* buf, int64_t row0, int64_t rows,
+                int64_t cols, int64_t t, float scale),
+               (in, out, buf, row0, rows, cols, t, scale)) {
   for (int64_t r = row0; r < row0 + rows; ++r) {
     for (int64_t j = 0; j < cols; ++j) buf[j] = bf16_to_float(in[r * cols + j]);
     softmax_row(buf, buf + cols, std::min(cols, r % t + 1), cols, scale);
     for (int64_t j = 0; j < cols; ++j) out[r * cols + j] = float_to_bf16(buf[cols + j]);
   }
 }
-DS_SIMD_KERNEL void backward_bf16(const uint16_t* y, const uint16_t* dy, uint16_t* dx, float* buf,
-                                  int64_t row0, int64_t rows, int64_t cols, int64_t t,
-                                  float scale) {
+DS_SIMD_KERNEL(backward_bf16,
+               (const uint16_t* y, const uint16_t* dy, uint16_t* dx, float* buf, int64_t row0,
+                int64_t rows, int64_t cols, int64_t t, float scale),
+               (y, dy, dx, buf, row0, rows, cols, t, scale)) {
   for (int64_t r = row0; r < row0 + rows; ++r) {
     for (int64_t j = 0; j < cols; ++j) {
       buf[j] = bf16_to_float(y[r * cols + j]);

@@ -23,18 +23,22 @@ DS_SIMD_INLINE float log_sum_exp(const float* x, int64_t v) {
   return max + std::log(sum);
 }
 
-DS_SIMD_KERNEL void forward_f32(const float* x, float* lse, int64_t row0, int64_t rows, int64_t v) {
+DS_SIMD_KERNEL(forward_f32, (const float* x, float* lse, int64_t row0, int64_t rows, int64_t v),
+               (x, lse, row0, rows, v)) {
   for (int64_t r = row0; r < row0 + rows; ++r) lse[r] = log_sum_exp(x + r * v, v);
 }
-DS_SIMD_KERNEL void forward_bf16(const uint16_t* x, float* lse, float* buf, int64_t row0,
-                                 int64_t rows, int64_t v) {
+DS_SIMD_KERNEL(forward_bf16,
+               (const uint16_t* x, float* lse, float* buf, int64_t row0, int64_t rows, int64_t v),
+               (x, lse, buf, row0, rows, v)) {
   for (int64_t r = row0; r < row0 + rows; ++r) {
     for (int64_t j = 0; j < v; ++j) buf[j] = bf16_to_float(x[r * v + j]);
     lse[r] = log_sum_exp(buf, v);
   }
 }
-DS_SIMD_KERNEL void backward_f32(const float* x, const float* lse, const int64_t* target, float* dx,
-                                 int64_t row0, int64_t rows, int64_t v, float g) {
+DS_SIMD_KERNEL(backward_f32,
+               (const float* x, const float* lse, const int64_t* target, float* dx, int64_t row0,
+                int64_t rows, int64_t v, float g),
+               (x, lse, target, dx, row0, rows, v, g)) {
   for (int64_t r = row0; r < row0 + rows; ++r) {
     const float* xr = x + r * v;
     float* dr = dx + r * v;
@@ -42,8 +46,10 @@ DS_SIMD_KERNEL void backward_f32(const float* x, const float* lse, const int64_t
     dr[target[r]] -= g;
   }
 }
-DS_SIMD_KERNEL void backward_bf16(const uint16_t* x, const float* lse, const int64_t* target,
-                                  uint16_t* dx, int64_t row0, int64_t rows, int64_t v, float g) {
+DS_SIMD_KERNEL(backward_bf16,
+               (const uint16_t* x, const float* lse, const int64_t* target, uint16_t* dx,
+                int64_t row0, int64_t rows, int64_t v, float g),
+               (x, lse, target, dx, row0, rows, v, g)) {
   for (int64_t r = row0; r < row0 + rows; ++r) {
     const uint16_t* xr = x + r * v;
     const int64_t t = target[r];
@@ -80,8 +86,9 @@ struct CrossEntropy : torch::autograd::Function<CrossEntropy> {
     for (int64_t r = 0; r < n; ++r) {
       DS_CHECK(tp[r] >= 0 && tp[r] < v, Error, "cross_entropy: target ", tp[r], " of row ", r,
                " is outside [0, ", v, ")");
-      const float xt = x.scalar_type() == at::kFloat ? ptr<float>(x)[r * v + tp[r]]
-                                                     : bf16_to_float(ptr<uint16_t>(x)[r * v + tp[r]]);
+      const float xt = x.scalar_type() == at::kFloat
+                           ? ptr<float>(x)[r * v + tp[r]]
+                           : bf16_to_float(ptr<uint16_t>(x)[r * v + tp[r]]);
       sum += double(lp[r]) - double(xt);
     }
     ctx->save_for_backward({x, t, lse});

@@ -26,16 +26,18 @@ DS_SIMD_INLINE float gelu_grad(float x, float dy) {
   return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kK * (1.0f + 3.0f * kA * x2));
 }
 
-DS_SIMD_KERNEL void forward_f32(const float* x, float* y, int64_t n) {
+DS_SIMD_KERNEL(forward_f32, (const float* x, float* y, int64_t n), (x, y, n)) {
   for (int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]);
 }
-DS_SIMD_KERNEL void forward_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
+DS_SIMD_KERNEL(forward_bf16, (const uint16_t* x, uint16_t* y, int64_t n), (x, y, n)) {
   for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16(gelu(bf16_to_float(x[i])));
 }
-DS_SIMD_KERNEL void backward_f32(const float* x, const float* dy, float* dx, int64_t n) {
+DS_SIMD_KERNEL(backward_f32, (const float* x, const float* dy, float* dx, int64_t n),
+               (x, dy, dx, n)) {
   for (int64_t i = 0; i < n; ++i) dx[i] = gelu_grad(x[i], dy[i]);
 }
-DS_SIMD_KERNEL void backward_bf16(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n) {
+DS_SIMD_KERNEL(backward_bf16, (const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n),
+               (x, dy, dx, n)) {
   for (int64_t i = 0; i < n; ++i)
     dx[i] = float_to_bf16(gelu_grad(bf16_to_float(x[i]), bf16_to_float(dy[i])));
 }
@@ -62,9 +64,7 @@ struct GeluTanh : torch::autograd::Function<GeluTanh> {
     at::Tensor y = at::empty_like(x);
     for_chunks(
         x, [&](int64_t i, int64_t n) { forward_f32(ptr<float>(x) + i, ptr<float>(y) + i, n); },
-        [&](int64_t i, int64_t n) {
-          forward_bf16(ptr<uint16_t>(x) + i, ptr<uint16_t>(y) + i, n);
-        });
+        [&](int64_t i, int64_t n) { forward_bf16(ptr<uint16_t>(x) + i, ptr<uint16_t>(y) + i, n); });
     ctx->save_for_backward({x});
     return y;
   }

@@ -1,6 +1,6 @@
 // Block-wise symmetric int8 quantize/dequantize (int8_quantize.h): a scalar loop, and AVX2 and
 // AVX-512 loops written with intrinsics in functions compiled for those ISAs (target attributes),
-// chosen at run time from platform::detect_cpu(). Every path computes a block's scale with the
+// chosen at run time by platform::kernel_isa(). Every path computes a block's scale with the
 // same scalar code from an exact maximum, multiplies once per element and rounds half to even
 // (cvtps under the default MXCSR, rintf in C), so all three agree bit for bit.
 #include "deepshard/kernels/int8_quantize.h"
@@ -18,14 +18,14 @@
 #include <cfloat>
 
 #include "deepshard/platform/cpu_info.h"
+#include "deepshard/platform/kernel_isa.h"
 #include "deepshard/util/error.h"
 #include "kernels/simd.h"
 
 namespace deepshard::kernels {
 namespace {
 
-#define DS_AVX2 __attribute__((target("avx2,fma")))
-#define DS_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+using platform::KernelIsa;
 
 inline float block_scale(float absmax) {
   return absmax < FLT_MIN ? 1.0f : 256.0f / (2.0f * absmax);
@@ -63,14 +63,14 @@ void dequantize_scalar(const int8_t* q, int64_t n, float inv_scale, T* out) {
 
 // ---- AVX2: 8 lanes, scalar tails ----
 
-DS_AVX2 inline __m256 load8(const float* x) { return _mm256_loadu_ps(x); }
-DS_AVX2 inline __m256 load8(const uint16_t* x) {
+DS_TARGET_AVX2 inline __m256 load8(const float* x) { return _mm256_loadu_ps(x); }
+DS_TARGET_AVX2 inline __m256 load8(const uint16_t* x) {
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
 
 template <typename T>
-DS_AVX2 void quantize_avx2(const T* x, int64_t n, int8_t* q, float* inv_scale) {
+DS_TARGET_AVX2 void quantize_avx2(const T* x, int64_t n, int8_t* q, float* inv_scale) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 vmax = _mm256_setzero_ps();
   int64_t i = 0;
@@ -98,7 +98,7 @@ DS_AVX2 void quantize_avx2(const T* x, int64_t n, int8_t* q, float* inv_scale) {
   *inv_scale = 1.0f / scale;
 }
 
-DS_AVX2 void dequantize_avx2_f32(const int8_t* q, int64_t n, float inv_scale, float* out) {
+DS_TARGET_AVX2 void dequantize_avx2_f32(const int8_t* q, int64_t n, float inv_scale, float* out) {
   const __m256 vs = _mm256_set1_ps(inv_scale);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -108,7 +108,8 @@ DS_AVX2 void dequantize_avx2_f32(const int8_t* q, int64_t n, float inv_scale, fl
   for (; i < n; ++i) out[i] = float(q[i]) * inv_scale;
 }
 
-DS_AVX2 void dequantize_avx2_bf16(const int8_t* q, int64_t n, float inv_scale, uint16_t* out) {
+DS_TARGET_AVX2 void dequantize_avx2_bf16(const int8_t* q, int64_t n, float inv_scale,
+                                         uint16_t* out) {
   const __m256 vs = _mm256_set1_ps(inv_scale);
   const __m256i round = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
   int64_t i = 0;
@@ -128,18 +129,20 @@ DS_AVX2 void dequantize_avx2_bf16(const int8_t* q, int64_t n, float inv_scale, u
 
 // ---- AVX-512: 16 lanes, masked tails ----
 
-DS_AVX512 inline __m512 load16(const float* x, __mmask16 m) { return _mm512_maskz_loadu_ps(m, x); }
-DS_AVX512 inline __m512 load16(const uint16_t* x, __mmask16 m) {
+DS_TARGET_AVX512 inline __m512 load16(const float* x, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, x);
+}
+DS_TARGET_AVX512 inline __m512 load16(const uint16_t* x, __mmask16 m) {
   const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x));
   return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
 }
 
-DS_AVX512 inline __mmask16 tail_mask(int64_t left) {
+DS_TARGET_AVX512 inline __mmask16 tail_mask(int64_t left) {
   return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
 }
 
 template <typename T>
-DS_AVX512 void quantize_avx512(const T* x, int64_t n, int8_t* q, float* inv_scale) {
+DS_TARGET_AVX512 void quantize_avx512(const T* x, int64_t n, int8_t* q, float* inv_scale) {
   __m512 vmax = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
     vmax = _mm512_max_ps(vmax, _mm512_abs_ps(load16(x + i, tail_mask(n - i))));
@@ -156,7 +159,8 @@ DS_AVX512 void quantize_avx512(const T* x, int64_t n, int8_t* q, float* inv_scal
   *inv_scale = 1.0f / scale;
 }
 
-DS_AVX512 void dequantize_avx512_f32(const int8_t* q, int64_t n, float inv_scale, float* out) {
+DS_TARGET_AVX512 void dequantize_avx512_f32(const int8_t* q, int64_t n, float inv_scale,
+                                            float* out) {
   const __m512 vs = _mm512_set1_ps(inv_scale);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
@@ -165,7 +169,8 @@ DS_AVX512 void dequantize_avx512_f32(const int8_t* q, int64_t n, float inv_scale
   }
 }
 
-DS_AVX512 void dequantize_avx512_bf16(const int8_t* q, int64_t n, float inv_scale, uint16_t* out) {
+DS_TARGET_AVX512 void dequantize_avx512_bf16(const int8_t* q, int64_t n, float inv_scale,
+                                             uint16_t* out) {
   const __m512 vs = _mm512_set1_ps(inv_scale);
   const __m512i round = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
   for (int64_t i = 0; i < n; i += 16) {
@@ -180,26 +185,26 @@ DS_AVX512 void dequantize_avx512_bf16(const int8_t* q, int64_t n, float inv_scal
 
 // ---- dispatch ----
 
-void check(int64_t block, QuantizeIsa isa) {
+void check(int64_t block, KernelIsa isa) {
   DS_CHECK(block >= 1, Error, "int8 quantization: block size must be >= 1, got ", block);
-  DS_CHECK(quantize_isa_supported(isa), Error, "int8 quantization: the ", to_string(isa),
+  DS_CHECK(platform::kernel_isa_supported(isa), Error, "int8 quantization: the ", to_string(isa),
            " implementation does not run on this CPU (", platform::detect_cpu().isa(), ")");
 }
 
 template <typename T>
 void quantize_blocks_of(const T* x, int64_t n, int64_t block, int8_t* q, float* scales,
-                        QuantizeIsa isa) {
+                        KernelIsa isa) {
   check(block, isa);
   for (int64_t b = 0, start = 0; start < n; ++b, start += block) {
     const int64_t len = n - start < block ? n - start : block;
     switch (isa) {
-      case QuantizeIsa::kAvx512:
+      case KernelIsa::kAvx512:
         quantize_avx512(x + start, len, q + start, scales + b);
         break;
-      case QuantizeIsa::kAvx2:
+      case KernelIsa::kAvx2:
         quantize_avx2(x + start, len, q + start, scales + b);
         break;
-      case QuantizeIsa::kScalar:
+      case KernelIsa::kScalar:
         quantize_scalar(x + start, len, q + start, scales + b);
         break;
     }
@@ -208,18 +213,18 @@ void quantize_blocks_of(const T* x, int64_t n, int64_t block, int8_t* q, float* 
 
 template <typename T, typename Avx512, typename Avx2>
 void dequantize_blocks_of(const int8_t* q, const float* scales, int64_t n, int64_t block, T* out,
-                          QuantizeIsa isa, Avx512 avx512, Avx2 avx2) {
+                          KernelIsa isa, Avx512 avx512, Avx2 avx2) {
   check(block, isa);
   for (int64_t b = 0, start = 0; start < n; ++b, start += block) {
     const int64_t len = n - start < block ? n - start : block;
     switch (isa) {
-      case QuantizeIsa::kAvx512:
+      case KernelIsa::kAvx512:
         avx512(q + start, len, scales[b], out + start);
         break;
-      case QuantizeIsa::kAvx2:
+      case KernelIsa::kAvx2:
         avx2(q + start, len, scales[b], out + start);
         break;
-      case QuantizeIsa::kScalar:
+      case KernelIsa::kScalar:
         dequantize_scalar(q + start, len, scales[b], out + start);
         break;
     }
@@ -240,56 +245,23 @@ void parallel_blocks(int64_t n, int64_t block, F f) {
 
 }  // namespace
 
-bool quantize_isa_supported(QuantizeIsa isa) {
-  static const platform::CpuInfo cpu = platform::detect_cpu();
-  switch (isa) {
-    case QuantizeIsa::kAvx512:
-      return cpu.avx512;
-    case QuantizeIsa::kAvx2:
-      return cpu.avx2;
-    case QuantizeIsa::kScalar:
-      return true;
-  }
-  return false;
-}
-
-QuantizeIsa best_quantize_isa() {
-  static const QuantizeIsa best =
-      quantize_isa_supported(QuantizeIsa::kAvx512) ? QuantizeIsa::kAvx512
-      : quantize_isa_supported(QuantizeIsa::kAvx2) ? QuantizeIsa::kAvx2
-                                                   : QuantizeIsa::kScalar;
-  return best;
-}
-
-const char* to_string(QuantizeIsa isa) {
-  switch (isa) {
-    case QuantizeIsa::kAvx512:
-      return "avx512";
-    case QuantizeIsa::kAvx2:
-      return "avx2";
-    case QuantizeIsa::kScalar:
-      return "scalar";
-  }
-  return "?";
-}
-
 void quantize_int8(const float* x, int64_t n, int64_t block, int8_t* q, float* scales,
-                   QuantizeIsa isa) {
+                   KernelIsa isa) {
   quantize_blocks_of(x, n, block, q, scales, isa);
 }
 
 void quantize_int8_bf16(const uint16_t* x, int64_t n, int64_t block, int8_t* q, float* scales,
-                        QuantizeIsa isa) {
+                        KernelIsa isa) {
   quantize_blocks_of(x, n, block, q, scales, isa);
 }
 
 void dequantize_int8(const int8_t* q, const float* scales, int64_t n, int64_t block, float* out,
-                     QuantizeIsa isa) {
+                     KernelIsa isa) {
   dequantize_blocks_of(q, scales, n, block, out, isa, dequantize_avx512_f32, dequantize_avx2_f32);
 }
 
 void dequantize_int8_bf16(const int8_t* q, const float* scales, int64_t n, int64_t block,
-                          uint16_t* out, QuantizeIsa isa) {
+                          uint16_t* out, KernelIsa isa) {
   dequantize_blocks_of(q, scales, n, block, out, isa, dequantize_avx512_bf16, dequantize_avx2_bf16);
 }
 
@@ -304,7 +276,7 @@ Int8Blocks quantize_int8(const at::Tensor& x, int64_t block) {
   out.block = block;
   out.values = at::empty({n}, x.options().dtype(at::kChar));
   out.scales = at::empty({quantize_blocks(n, block)}, x.options().dtype(at::kFloat));
-  const QuantizeIsa isa = best_quantize_isa();
+  const KernelIsa isa = platform::kernel_isa();
   auto* q = out.values.data_ptr<int8_t>();
   auto* s = out.scales.data_ptr<float>();
   const bool bf16 = x.scalar_type() == at::kBFloat16;
@@ -333,7 +305,7 @@ void dequantize_int8(const Int8Blocks& q, const at::Tensor& out) {
            "int8 dequantization: ", n, " values in blocks of ", q.block, " need ",
            quantize_blocks(n, q.block), " scales and an output of ", n, " elements, got ",
            q.scales.numel(), " scales and ", out.numel(), " elements");
-  const QuantizeIsa isa = best_quantize_isa();
+  const KernelIsa isa = platform::kernel_isa();
   const auto* values = q.values.data_ptr<int8_t>();
   const auto* scales = q.scales.data_ptr<float>();
   const bool bf16 = out.scalar_type() == at::kBFloat16;

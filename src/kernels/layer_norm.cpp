@@ -25,8 +25,8 @@ DS_SIMD_INLINE void row_stats(const float* x, int64_t c, float eps, float* mean,
   *rstd = 1.0f / __builtin_sqrtf(var / float(c) + eps);
 }
 
-DS_SIMD_INLINE void row_forward(const float* x, const float* w, const float* b, float* y,
-                                int64_t c, float m, float r) {
+DS_SIMD_INLINE void row_forward(const float* x, const float* w, const float* b, float* y, int64_t c,
+                                float m, float r) {
   for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - m) * r * w[j] + b[j];
 }
 
@@ -45,18 +45,20 @@ DS_SIMD_INLINE void row_backward(const float* x, const float* dy, const float* w
   for (int64_t j = 0; j < c; ++j) dx[j] = r * (dy[j] * w[j] - mg - (x[j] - m) * r * mgx);
 }
 
-DS_SIMD_KERNEL void forward_f32(const float* x, const float* w, const float* b, float* y,
-                                float* mean, float* rstd, int64_t row0, int64_t rows, int64_t c,
-                                float eps) {
+DS_SIMD_KERNEL(forward_f32,
+               (const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
+                int64_t row0, int64_t rows, int64_t c, float eps),
+               (x, w, b, y, mean, rstd, row0, rows, c, eps)) {
   for (int64_t r = row0; r < row0 + rows; ++r) {
     row_stats(x + r * c, c, eps, mean + r, rstd + r);
     row_forward(x + r * c, w, b, y + r * c, c, mean[r], rstd[r]);
   }
 }
 // buf: 2c floats (the row in fp32, its output).
-DS_SIMD_KERNEL void forward_bf16(const uint16_t* x, const float* w, const float* b, uint16_t* y,
-                                 float* mean, float* rstd, float* buf, int64_t row0, int64_t rows,
-                                 int64_t c, float eps) {
+DS_SIMD_KERNEL(forward_bf16,
+               (const uint16_t* x, const float* w, const float* b, uint16_t* y, float* mean,
+                float* rstd, float* buf, int64_t row0, int64_t rows, int64_t c, float eps),
+               (x, w, b, y, mean, rstd, buf, row0, rows, c, eps)) {
   for (int64_t r = row0; r < row0 + rows; ++r) {
     for (int64_t j = 0; j < c; ++j) buf[j] = bf16_to_float(x[r * c + j]);
     row_stats(buf, c, eps, mean + r, rstd + r);
@@ -64,16 +66,20 @@ DS_SIMD_KERNEL void forward_bf16(const uint16_t* x, const float* w, const float*
     for (int64_t j = 0; j < c; ++j) y[r * c + j] = float_to_bf16(buf[c + j]);
   }
 }
-DS_SIMD_KERNEL void backward_f32(const float* x, const float* dy, const float* w,
-                                 const float* mean, const float* rstd, float* dx, float* dw,
-                                 float* db, int64_t row0, int64_t rows, int64_t c) {
+DS_SIMD_KERNEL(backward_f32,
+               (const float* x, const float* dy, const float* w, const float* mean,
+                const float* rstd, float* dx, float* dw, float* db, int64_t row0, int64_t rows,
+                int64_t c),
+               (x, dy, w, mean, rstd, dx, dw, db, row0, rows, c)) {
   for (int64_t r = row0; r < row0 + rows; ++r)
     row_backward(x + r * c, dy + r * c, w, dx + r * c, dw, db, c, mean[r], rstd[r]);
 }
 // buf: 3c floats.
-DS_SIMD_KERNEL void backward_bf16(const uint16_t* x, const uint16_t* dy, const float* w,
-                                  const float* mean, const float* rstd, uint16_t* dx, float* dw,
-                                  float* db, float* buf, int64_t row0, int64_t rows, int64_t c) {
+DS_SIMD_KERNEL(backward_bf16,
+               (const uint16_t* x, const uint16_t* dy, const float* w, const float* mean,
+                const float* rstd, uint16_t* dx, float* dw, float* db, float* buf, int64_t row0,
+                int64_t rows, int64_t c),
+               (x, dy, w, mean, rstd, dx, dw, db, buf, row0, rows, c)) {
   for (int64_t r = row0; r < row0 + rows; ++r) {
     for (int64_t j = 0; j < c; ++j) {
       buf[j] = bf16_to_float(x[r * c + j]);
@@ -147,8 +153,8 @@ struct LayerNorm : torch::autograd::Function<LayerNorm> {
 
 at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                       double eps) {
-  DS_CHECK(x.dim() >= 1 && weight.dim() == 1 && bias.dim() == 1 &&
-               weight.size(0) == x.size(-1) && bias.size(0) == x.size(-1),
+  DS_CHECK(x.dim() >= 1 && weight.dim() == 1 && bias.dim() == 1 && weight.size(0) == x.size(-1) &&
+               bias.size(0) == x.size(-1),
            Error, "layer_norm: weight and bias must be [C] for input [..., C], got ", x.sizes(),
            ", ", weight.sizes(), ", ", bias.sizes());
   if (!fused_supported(x) || !weight.device().is_cpu())

@@ -1,25 +1,50 @@
-// Building blocks of the fused CPU kernels: DS_SIMD_KERNEL compiles a loop function three times
-// (x86-64-v4 = AVX-512 F/BW/DQ/VL, x86-64-v3 = AVX2 + FMA, baseline x86-64) and picks the variant
-// the CPU supports at load time (GCC target_clones; ISA levels, not CPU models: "arch=skylake-avx512"
-// would dispatch by model name and never match an AMD CPU); the helpers below are written so that GCC vectorises them inside those loops
-// (no branches, no libm calls): bf16 <-> fp32 conversion as torch rounds it, a rational tanh and an
-// exp. The loops are compiled with -ffast-math semantics (so that sums and maxima vectorise as
-// reductions): the kernels never rely on infinities or NaNs (masked entries are skipped, not -inf).
+// Building blocks of the fused CPU kernels: DS_SIMD_KERNEL compiles a loop function three times,
+// one per kernel instruction-set level (platform/kernel_isa.h: x86-64-v4 = AVX-512 F/BW/DQ/VL,
+// x86-64-v3 = AVX2 + FMA, baseline x86-64), and runs the variant of platform::kernel_isa() at each
+// call, so that a process (a test) can force any level its CPU supports (ISA levels, not CPU
+// models: "arch=skylake-avx512" would name a model and never match an AMD CPU); the helpers below
+// are written so that GCC vectorises them inside those loops (no branches, no libm calls): bf16 <->
+// fp32 conversion as torch rounds it, a rational tanh and an exp. The loops are compiled with
+// -ffast-math semantics (so that sums and maxima vectorise as reductions): the kernels never rely
+// on infinities or NaNs (masked entries are skipped, not -inf).
+//
+//   DS_SIMD_KERNEL(forward_f32, (const float* x, float* y, int64_t n), (x, y, n)) { ...loop... }
+//
+// defines forward_f32(x, y, n); the body is an always-inlined function, copied into each variant.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define DS_SIMD_KERNEL \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("O3", "fast-math")))
-#else
-#define DS_SIMD_KERNEL
-#endif
-// Helpers called from DS_SIMD_KERNEL loops: always inlined, so they take the clone's ISA and flags
-// (GCC does not inline across differing target/optimize attributes otherwise; for the same reason
-// the loops use no std:: helpers such as std::max, which would stay out-of-line calls).
+#include "deepshard/platform/kernel_isa.h"
+
+// Helpers called from DS_SIMD_KERNEL loops: always inlined, so they take the variant's ISA and
+// flags (GCC does not inline across differing target/optimize attributes otherwise; for the same
+// reason the loops use no std:: helpers such as std::max, which would stay out-of-line calls).
 #define DS_SIMD_INLINE inline __attribute__((always_inline))
+
+#if DS_X86_KERNELS && !defined(__clang__)
+#define DS_SIMD_FLAGS __attribute__((optimize("O3", "fast-math")))
+#define DS_SIMD_KERNEL(name, params, args)                                              \
+  static DS_SIMD_INLINE DS_SIMD_FLAGS void name##_loop params;                          \
+  static DS_TARGET_AVX512 DS_SIMD_FLAGS void name##_avx512 params { name##_loop args; } \
+  static DS_TARGET_AVX2 DS_SIMD_FLAGS void name##_avx2 params { name##_loop args; }     \
+  static DS_SIMD_FLAGS void name##_scalar params { name##_loop args; }                  \
+  void name params {                                                                    \
+    switch (::deepshard::platform::kernel_isa()) {                                      \
+      case ::deepshard::platform::KernelIsa::kAvx512:                                   \
+        return name##_avx512 args;                                                      \
+      case ::deepshard::platform::KernelIsa::kAvx2:                                     \
+        return name##_avx2 args;                                                        \
+      case ::deepshard::platform::KernelIsa::kScalar:                                   \
+        break;                                                                          \
+    }                                                                                   \
+    name##_scalar args;                                                                 \
+  }                                                                                     \
+  static DS_SIMD_INLINE DS_SIMD_FLAGS void name##_loop params
+#else
+#define DS_SIMD_KERNEL(name, params, args) void name params
+#endif
 
 namespace deepshard::kernels::simd {
 

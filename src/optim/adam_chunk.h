@@ -9,11 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define DS_ADAM_X86_KERNELS 1
-#else
-#define DS_ADAM_X86_KERNELS 0
-#endif
+#include "deepshard/platform/kernel_isa.h"
 
 namespace deepshard::optim::kernel {
 
@@ -46,7 +42,7 @@ struct AdamArrays {
 using ChunkKernel = void (*)(const AdamArrays& a, int64_t n, const StepConstants& c);
 
 void adam_chunk_scalar(const AdamArrays& a, int64_t n, const StepConstants& c);
-#if DS_ADAM_X86_KERNELS
+#if DS_X86_KERNELS
 void adam_chunk_avx2(const AdamArrays& a, int64_t n, const StepConstants& c);
 void adam_chunk_avx512(const AdamArrays& a, int64_t n, const StepConstants& c);
 #endif

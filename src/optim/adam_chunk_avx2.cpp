@@ -1,12 +1,11 @@
 // The AVX2+FMA Adam chunk kernel: 8 lanes per iteration with explicit intrinsics, compiled for
-// AVX2 and FMA by a function attribute (the build needs no -march flag; adam_step calls it only
-// when the CPU supports both). The bf16 copy is rounded in integer lanes as torch rounds it.
+// the avx2 kernel level (AVX2 and FMA) by a function attribute (platform/kernel_isa.h; the build
+// needs no -march flag; adam_step calls it only when that level is platform::kernel_isa()). The
+// bf16 copy is rounded in integer lanes as torch rounds it.
 #include "optim/adam_chunk.h"
 
-#if DS_ADAM_X86_KERNELS
+#if DS_X86_KERNELS
 #include <immintrin.h>
-
-#define DS_AVX2 __attribute__((target("avx2,fma")))
 
 namespace deepshard::optim::kernel {
 namespace {
@@ -18,7 +17,7 @@ struct Lanes {
       grad_scale;
 };
 
-DS_AVX2 Lanes broadcast(const StepConstants& c) {
+DS_TARGET_AVX2 Lanes broadcast(const StepConstants& c) {
   return {_mm256_set1_ps(c.beta1),     _mm256_set1_ps(c.one_minus_beta1),
           _mm256_set1_ps(c.beta2),     _mm256_set1_ps(c.one_minus_beta2),
           _mm256_set1_ps(c.step_size), _mm256_set1_ps(c.inv_sqrt_bc2),
@@ -27,7 +26,7 @@ DS_AVX2 Lanes broadcast(const StepConstants& c) {
 }
 
 // float_to_bf16 on 8 lanes, narrowed to 16 bits (values fit, so unsigned saturation is exact).
-DS_AVX2 __m128i to_bf16(__m256 x) {
+DS_TARGET_AVX2 __m128i to_bf16(__m256 x) {
   const __m256i u = _mm256_castps_si256(x);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   const __m256i bias = _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF));
@@ -38,7 +37,7 @@ DS_AVX2 __m128i to_bf16(__m256 x) {
 }
 
 template <bool kBf16>
-DS_AVX2 void update8(const AdamArrays& a, const Lanes& k) {
+DS_TARGET_AVX2 void update8(const AdamArrays& a, const Lanes& k) {
   const __m256 p = _mm256_loadu_ps(a.param);
   const __m256 g = _mm256_fmadd_ps(k.l2, p, _mm256_mul_ps(_mm256_loadu_ps(a.grad), k.grad_scale));
   const __m256 m =
@@ -57,7 +56,7 @@ DS_AVX2 void update8(const AdamArrays& a, const Lanes& k) {
 }
 
 template <bool kBf16>
-DS_AVX2 void run(const AdamArrays& a, int64_t n, const StepConstants& c) {
+DS_TARGET_AVX2 void run(const AdamArrays& a, int64_t n, const StepConstants& c) {
   const Lanes k = broadcast(c);
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) update8<kBf16>(a.at(i), k);
@@ -79,4 +78,4 @@ void adam_chunk_avx2(const AdamArrays& a, int64_t n, const StepConstants& c) {
 }
 
 }  // namespace deepshard::optim::kernel
-#endif  // DS_ADAM_X86_KERNELS
+#endif  // DS_X86_KERNELS

@@ -1,9 +1,10 @@
-// The AVX-512F Adam chunk kernel: 16 lanes per iteration with explicit intrinsics, compiled for
-// AVX-512F by a function attribute (the build needs no -march flag; adam_step calls it only when
-// the CPU supports AVX-512F). The bf16 copy is rounded in integer lanes as torch rounds it.
+// The AVX-512 Adam chunk kernel: 16 lanes per iteration with explicit intrinsics, compiled for
+// the avx512 kernel level by a function attribute (platform/kernel_isa.h; the build needs no
+// -march flag; adam_step calls it only when that level is platform::kernel_isa()). The bf16 copy is
+// rounded in integer lanes as torch rounds it.
 #include "optim/adam_chunk.h"
 
-#if DS_ADAM_X86_KERNELS
+#if DS_X86_KERNELS
 #include <immintrin.h>
 
 // GCC 12's AVX-512 intrinsics (sqrt, shifts, narrowing) pass a self-initialised "undefined" vector
@@ -13,8 +14,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-
-#define DS_AVX512 __attribute__((target("avx512f")))
 
 namespace deepshard::optim::kernel {
 namespace {
@@ -26,7 +25,7 @@ struct Lanes {
       grad_scale;
 };
 
-DS_AVX512 Lanes broadcast(const StepConstants& c) {
+DS_TARGET_AVX512 Lanes broadcast(const StepConstants& c) {
   return {_mm512_set1_ps(c.beta1),     _mm512_set1_ps(c.one_minus_beta1),
           _mm512_set1_ps(c.beta2),     _mm512_set1_ps(c.one_minus_beta2),
           _mm512_set1_ps(c.step_size), _mm512_set1_ps(c.inv_sqrt_bc2),
@@ -35,7 +34,7 @@ DS_AVX512 Lanes broadcast(const StepConstants& c) {
 }
 
 // float_to_bf16 on 16 lanes, narrowed to 16 bits.
-DS_AVX512 __m256i to_bf16(__m512 x) {
+DS_TARGET_AVX512 __m256i to_bf16(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   const __m512i bias = _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF));
@@ -46,7 +45,7 @@ DS_AVX512 __m256i to_bf16(__m512 x) {
 }
 
 template <bool kBf16>
-DS_AVX512 void update16(const AdamArrays& a, const Lanes& k) {
+DS_TARGET_AVX512 void update16(const AdamArrays& a, const Lanes& k) {
   const __m512 p = _mm512_loadu_ps(a.param);
   const __m512 g = _mm512_fmadd_ps(k.l2, p, _mm512_mul_ps(_mm512_loadu_ps(a.grad), k.grad_scale));
   const __m512 m =
@@ -65,7 +64,7 @@ DS_AVX512 void update16(const AdamArrays& a, const Lanes& k) {
 }
 
 template <bool kBf16>
-DS_AVX512 void run(const AdamArrays& a, int64_t n, const StepConstants& c) {
+DS_TARGET_AVX512 void run(const AdamArrays& a, int64_t n, const StepConstants& c) {
   const Lanes k = broadcast(c);
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) update16<kBf16>(a.at(i), k);
@@ -87,4 +86,4 @@ void adam_chunk_avx512(const AdamArrays& a, int64_t n, const StepConstants& c) {
 }
 
 }  // namespace deepshard::optim::kernel
-#endif  // DS_ADAM_X86_KERNELS
+#endif  // DS_X86_KERNELS

@@ -1,14 +1,15 @@
 // adam_step: the per-step constants of the Adam/AdamW update (DeepSpeed CPU Adam semantics, §5.2
-// of docs/deepspeed-behavior.md), the choice of chunk kernel (adam_isa()) and the split of the
-// array across intra-op threads. Threads get whole tiles of kTileNumel elements (at::parallel_for
-// over tile indices), so every element is computed by the same vector code whatever the thread
-// count, and only the array's last tile has a tail.
+// of docs/deepspeed-behavior.md), the choice of chunk kernel (platform::kernel_isa()) and the split
+// of the array across intra-op threads. Threads get whole tiles of kTileNumel elements
+// (at::parallel_for over tile indices), so every element is computed by the same vector code
+// whatever the thread count, and only the array's last tile has a tail.
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "deepshard/optim/adam.h"
+#include "deepshard/platform/kernel_isa.h"
 #include "deepshard/util/error.h"
 #include "optim/adam_chunk.h"
 
@@ -19,12 +20,12 @@ namespace {
 // threads split a few-MB buffer.
 constexpr int64_t kTileNumel = 1 << 16;
 
-kernel::ChunkKernel chunk_kernel(AdamIsa isa) {
+kernel::ChunkKernel chunk_kernel(platform::KernelIsa isa) {
   switch (isa) {
-#if DS_ADAM_X86_KERNELS
-    case AdamIsa::kAvx512:
+#if DS_X86_KERNELS
+    case platform::KernelIsa::kAvx512:
       return kernel::adam_chunk_avx512;
-    case AdamIsa::kAvx2:
+    case platform::KernelIsa::kAvx2:
       return kernel::adam_chunk_avx2;
 #endif
     default:
@@ -54,7 +55,7 @@ void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_s
       .decay = decay_on && hyper.decoupled ? float(-hyper.lr * weight_decay) : 0.0f,
       .grad_scale = grad_scale,
   };
-  const kernel::ChunkKernel run = chunk_kernel(adam_isa());
+  const kernel::ChunkKernel run = chunk_kernel(platform::kernel_isa());
   const kernel::AdamArrays arrays{param, grad, exp_avg, exp_avg_sq, param_bf16_out};
   const int64_t tiles = (n + kTileNumel - 1) / kTileNumel;
   at::parallel_for(0, tiles, 1, [&](int64_t first_tile, int64_t end_tile) {

@@ -7,6 +7,7 @@
 #include "deepshard/platform/blas_kernels.h"
 #include "deepshard/platform/cpu_info.h"
 #include "deepshard/platform/heap_policy.h"
+#include "deepshard/platform/kernel_isa.h"
 #include "deepshard/train/matmul_peak.h"
 
 namespace deepshard::train {
@@ -22,6 +23,8 @@ nlohmann::json platform_json() {
           {"intra_op_threads", at::get_num_threads()},
           {"onednn", onednn_version()},
           {"heap", platform::heap_policy_status()},
+          {"kernel_isa", platform::to_string(platform::kernel_isa())},
+          {"kernel_isa_status", platform::kernel_isa_status()},
           {"bf16_compute", kernels::to_string(kernels::bf16_compute_choice().compute)},
           {"bf16_compute_reason", kernels::bf16_compute_choice().reason}};
 }

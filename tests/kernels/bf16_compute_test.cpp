@@ -17,6 +17,7 @@
 #include "deepshard/kernels/matmul.h"
 #include "deepshard/platform/dnnl_sgemm.h"
 #include "deepshard/util/error.h"
+#include "support/scoped_bf16_compute.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -29,11 +30,7 @@ platform::CpuInfo cpu_with(bool avx512_bf16, bool amx_bf16) {
   return cpu;
 }
 
-// Sets the process-wide choice for one test and restores libtorch's default after it.
-struct ScopedBf16Compute {
-  explicit ScopedBf16Compute(Bf16Compute c) { set_bf16_compute({c, "test"}); }
-  ~ScopedBf16Compute() { set_bf16_compute({Bf16Compute::kNative, "test"}); }
-};
+using testing::ScopedBf16Compute;
 
 // libtorch's oneDNN switched off for one test: its bf16 matmul then runs the generic GEMM that a
 // CPU without AVX-512 runs (libtorch 1.13 uses oneDNN for bf16 only on AVX-512 BW/VL/DQ CPUs).
@@ -131,6 +128,7 @@ TEST(Bf16Compute, LinearInFp32IsAsAccurateAsOneBf16Rounding) {
   EXPECT_LT(fp32.y, bf16_rounding);
   EXPECT_LT(fp32.dx, bf16_rounding);
   EXPECT_LT(fp32.dw, bf16_rounding);
+  const ScopedBf16Compute native_compute(Bf16Compute::kNative);
   ScopedGenericBf16Gemm generic;
   const Errors native = run("libtorch's generic bf16 GEMM");
   EXPECT_GT(native.dw, 4 * bf16_rounding);  // the defect the fp32 path removes
@@ -165,7 +163,8 @@ TEST(Bf16Compute, MatmulAndAttentionInFp32) {
 }
 
 TEST(Bf16Compute, NativeKeepsLibtorch) {
-  // The default (and --bf16-compute native): bf16 operands are libtorch's.
+  // --bf16-compute native (a test binary's default): bf16 operands are libtorch's.
+  const ScopedBf16Compute native(Bf16Compute::kNative);
   const at::Tensor a = torch::randn({8, 16}).to(at::kBFloat16);
   const at::Tensor w = torch::randn({4, 16}).to(at::kBFloat16);
   EXPECT_EQ(bf16_compute(), Bf16Compute::kNative);

@@ -1,7 +1,8 @@
 // kernels::causal_attention (the blocked fp32 kernel) against the libtorch sequence it replaces
 // (matmul, scale, causal mask, softmax, matmul): the output and the gradient of qkv within 1e-5
 // relative, on the GPT presets' attention shapes, on sequence lengths that are not a multiple of
-// the 64-row block or are shorter than one, with one and two threads; and what it refuses.
+// the 64-row block or are shorter than one, with one and two threads, on each kernel
+// instruction-set level this CPU runs (its softmax rows are a fused kernel); and what it refuses.
 #include "deepshard/kernels/causal_attention.h"
 
 #include <ATen/Parallel.h>
@@ -14,6 +15,8 @@
 #include "deepshard/platform/dnnl_sgemm.h"
 #include "deepshard/util/error.h"
 #include "kernels/expect_close.h"
+#include "support/kernel_isa_test.h"
+#include "support/scoped_bf16_compute.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -55,18 +58,22 @@ void compare(int64_t batch, int64_t seq, int64_t width, int64_t n_head) {
   expect_close(got.second, ref.second, 1e-12, 1e-5, what + " d qkv");
 }
 
-class BlockedAttention : public ::testing::Test {
+class BlockedAttention : public testing::EachKernelIsa {
  protected:
   void SetUp() override {
     if (!platform::dnnl_sgemm_usable()) GTEST_SKIP() << platform::dnnl_sgemm_status();
+    testing::EachKernelIsa::SetUp();
     threads_ = at::get_num_threads();
     torch::manual_seed(7);
   }
-  void TearDown() override { at::set_num_threads(threads_); }
+  void TearDown() override {
+    at::set_num_threads(threads_);
+    testing::EachKernelIsa::TearDown();
+  }
   int threads_ = 1;
 };
 
-TEST_F(BlockedAttention, MatchesLibtorchOnTheGptShapes) {
+TEST_P(BlockedAttention, MatchesLibtorchOnTheGptShapes) {
   for (int threads : {1, 2}) {
     at::set_num_threads(threads);
     compare(2, 256, 384, 6);  // `small`
@@ -75,7 +82,7 @@ TEST_F(BlockedAttention, MatchesLibtorchOnTheGptShapes) {
   }
 }
 
-TEST_F(BlockedAttention, MatchesLibtorchOnPartialAndShortBlocks) {
+TEST_P(BlockedAttention, MatchesLibtorchOnPartialAndShortBlocks) {
   for (int threads : {1, 2}) {
     at::set_num_threads(threads);
     compare(3, 130, 96, 3);  // blocks of 64, 64, 2 rows
@@ -85,7 +92,10 @@ TEST_F(BlockedAttention, MatchesLibtorchOnPartialAndShortBlocks) {
   }
 }
 
-TEST_F(BlockedAttention, RefusesWhatItDoesNotHandle) {
+TEST_P(BlockedAttention, RefusesWhatItDoesNotHandle) {
+  // bf16 with the native compute (bf16 computed in fp32 runs this kernel on an fp32 copy:
+  // bf16_compute_test.cpp).
+  const testing::ScopedBf16Compute native(Bf16Compute::kNative);
   const at::Tensor qkv = torch::randn({2, 16, 3 * 32});
   EXPECT_FALSE(blocked_attention_supported(qkv.to(at::kBFloat16), 4));
   EXPECT_FALSE(blocked_attention_supported(qkv.transpose(0, 1), 4));  // not contiguous
@@ -93,6 +103,8 @@ TEST_F(BlockedAttention, RefusesWhatItDoesNotHandle) {
   EXPECT_FALSE(blocked_attention_supported(qkv.view({32, 96}), 4));   // not [B, T, 3C]
   EXPECT_THROW(causal_attention(qkv.to(at::kBFloat16), 4), Error);
 }
+
+INSTANTIATE_TEST_SUITE_P(Isas, BlockedAttention, testing::kAllKernelIsas, testing::KernelIsaName);
 
 }  // namespace
 }  // namespace deepshard::kernels

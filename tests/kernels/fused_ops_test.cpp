@@ -1,6 +1,7 @@
 // Each fused kernel against the libtorch sequence it replaces: forward and backward (gradients by
 // autograd through both), fp32 within 1e-5, bf16 within bf16 rounding of the fp32 result on the
-// same bf16 inputs; on shapes of the GPT model (odd sizes included, so vector tails are covered).
+// same bf16 inputs; on shapes of the GPT model (odd sizes included, so vector tails are covered),
+// on each kernel instruction-set level this CPU runs (platform/kernel_isa.h).
 #include "deepshard/kernels/fused_ops.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <limits>
 
 #include "kernels/expect_close.h"
+#include "support/kernel_isa_test.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -51,7 +53,10 @@ void compare(const std::function<at::Tensor(const at::Tensor&)>& fused,
   expect_close(dxb, dxb_ref, 1e-6, 8e-3, what + " bf16 backward");
 }
 
-TEST(FusedOps, GeluTanhMatchesTorch) {
+// Each level this CPU runs (the others are skipped), forced for the test.
+class FusedOpsIsa : public testing::EachKernelIsa {};
+
+TEST_P(FusedOpsIsa, GeluTanhMatchesTorch) {
   torch::manual_seed(1);
   for (int64_t n : {1, 17, 1000, 8 * 128 * 1024 + 3}) {
     const at::Tensor x = torch::randn({n}) * 3;
@@ -66,7 +71,7 @@ TEST(FusedOps, GeluTanhMatchesTorch) {
       "gelu extremes");
 }
 
-TEST(FusedOps, CausalSoftmaxMatchesTorch) {
+TEST_P(FusedOpsIsa, CausalSoftmaxMatchesTorch) {
   torch::manual_seed(2);
   for (auto shape : {std::vector<int64_t>{2, 3, 5, 5}, {8, 4, 128, 128}, {1, 1, 33, 33}}) {
     const double scale = 1.0 / std::sqrt(64.0);
@@ -77,7 +82,7 @@ TEST(FusedOps, CausalSoftmaxMatchesTorch) {
   }
 }
 
-TEST(FusedOps, CrossEntropyMatchesTorch) {
+TEST_P(FusedOpsIsa, CrossEntropyMatchesTorch) {
   torch::manual_seed(3);
   for (auto [n, v] : {std::pair<int64_t, int64_t>{1, 7}, {1024, 256}, {37, 50257}}) {
     const at::Tensor logits = torch::randn({n, v}) * 4;
@@ -102,7 +107,7 @@ std::vector<at::Tensor> layer_norm_run(bool fused, const at::Tensor& x0, const a
   return {y.detach(), g[0], g[1], g[2]};
 }
 
-TEST(FusedOps, LayerNormMatchesTorch) {
+TEST_P(FusedOpsIsa, LayerNormMatchesTorch) {
   torch::manual_seed(4);
   const char* names[] = {"y", "dx", "dweight", "dbias"};
   for (auto shape : {std::vector<int64_t>{3, 7}, {8, 128, 256}, {2, 5, 384}, {1000, 33}}) {
@@ -124,6 +129,8 @@ TEST(FusedOps, LayerNormMatchesTorch) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Isas, FusedOpsIsa, testing::kAllKernelIsas, testing::KernelIsaName);
 
 TEST(FusedOps, OtherDtypesFallBackToTorch) {
   const at::Tensor x = torch::randn({64}, at::kDouble);

@@ -1,10 +1,10 @@
 // Block-wise int8 quantize/dequantize (kernels/int8_quantize.h): every implementation this CPU
-// runs (scalar, AVX2, AVX-512; the others are skipped, saying so) equals a plain reference written
-// from the documented formula bit for bit — values, scales and dequantized fp32/bf16 — over sizes
-// and block sizes with partial vectors and partial blocks, zero and denormal blocks, and stays
-// within the error bound (m / 256; m / 128 for the values clamped to 127; plus float rounding
-// of 1e-6 m). The tensor functions equal the
-// raw kernels and reject what they cannot take.
+// runs (scalar, AVX2, AVX-512: platform/kernel_isa.h; the others are skipped, saying so) equals a
+// plain reference written from the documented formula bit for bit — values, scales and dequantized
+// fp32/bf16 — over sizes and block sizes with partial vectors and partial blocks, zero and denormal
+// blocks, and stays within the error bound (m / 256; m / 128 for the values clamped to 127; plus
+// float rounding of 1e-6 m). The tensor functions equal the raw kernels and reject what they cannot
+// take.
 #include "deepshard/kernels/int8_quantize.h"
 
 #include <c10/util/BFloat16.h>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "deepshard/util/error.h"
+#include "support/kernel_isa_test.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -67,17 +68,13 @@ std::vector<float> through_bf16(std::vector<float> x) {
   return x;
 }
 
-class Int8QuantizeIsa : public ::testing::TestWithParam<QuantizeIsa> {
- protected:
-  void SetUp() override {
-    if (!quantize_isa_supported(GetParam())) {
-      GTEST_SKIP() << "this CPU does not run the " << to_string(GetParam()) << " implementation";
-    }
-  }
-};
+using platform::KernelIsa;
+
+// Each level this CPU runs (the others are skipped), forced for the tensor functions.
+class Int8QuantizeIsa : public testing::EachKernelIsa {};
 
 TEST_P(Int8QuantizeIsa, EqualsTheReferenceAndMeetsTheErrorBound) {
-  const QuantizeIsa isa = GetParam();
+  const KernelIsa isa = GetParam();
   int cases = 0;
   for (int64_t n : {1, 7, 15, 16, 17, 31, 100, 1000, 4099}) {
     for (int64_t block : {1, 3, 8, 16, 64, 256, 2048}) {
@@ -108,7 +105,7 @@ TEST_P(Int8QuantizeIsa, EqualsTheReferenceAndMeetsTheErrorBound) {
 }
 
 TEST_P(Int8QuantizeIsa, Bf16InAndOutEqualTheReference) {
-  const QuantizeIsa isa = GetParam();
+  const KernelIsa isa = GetParam();
   for (int64_t n : {5, 16, 33, 1000}) {
     for (int64_t block : {4, 16, 128}) {
       const std::vector<float> x = through_bf16(sample(n, block, uint32_t(n + block)));
@@ -130,13 +127,9 @@ TEST_P(Int8QuantizeIsa, Bf16InAndOutEqualTheReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, Int8QuantizeIsa,
-                         ::testing::Values(QuantizeIsa::kScalar, QuantizeIsa::kAvx2,
-                                           QuantizeIsa::kAvx512),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
-
-TEST(Int8Quantize, TensorFunctionsEqualTheKernelsOverThreads) {
-  std::printf("best implementation on this CPU: %s\n", to_string(best_quantize_isa()));
+// The tensor functions run platform::kernel_isa()'s implementation: the forced one.
+TEST_P(Int8QuantizeIsa, TensorFunctionsEqualTheKernelsOverThreads) {
+  std::printf("implementation: %s\n", platform::kernel_isa_status().c_str());
   const int64_t n = 300007, block = 2048;
   const std::vector<float> x = sample(n, block, 7);
   const at::Tensor t = torch::from_blob(const_cast<float*>(x.data()), {n}).clone();
@@ -162,6 +155,8 @@ TEST(Int8Quantize, TensorFunctionsEqualTheKernelsOverThreads) {
   std::printf("bf16 round trip: mean relative error %.2e\n", rel);
   EXPECT_LT(rel, 1e-2);
 }
+
+INSTANTIATE_TEST_SUITE_P(Isas, Int8QuantizeIsa, testing::kAllKernelIsas, testing::KernelIsaName);
 
 TEST(Int8Quantize, RejectsWhatItCannotTake) {
   EXPECT_THROW(quantize_int8(torch::ones({4}, torch::kDouble), 2), Error);

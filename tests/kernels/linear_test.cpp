@@ -9,6 +9,7 @@
 
 #include "deepshard/platform/dnnl_sgemm.h"
 #include "kernels/expect_close.h"
+#include "support/scoped_bf16_compute.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -91,7 +92,9 @@ TEST(DnnlLinear, OtherDtypesAndLayoutsFallBackToTorchLinear) {
   const at::Tensor x = torch::randn({4, 24, 64});
   const at::Tensor w = torch::randn({96, 64}) * 0.05;
   const at::Tensor b = torch::randn({96});
-  // bf16: torch::linear's own result (identical, since it is what runs).
+  // bf16 with the native compute (the fp32 one is bf16_compute_test.cpp's): torch::linear's own
+  // result (identical, since it is what runs).
+  const testing::ScopedBf16Compute native(Bf16Compute::kNative);
   const at::Tensor xb = x.to(at::kBFloat16), wb = w.to(at::kBFloat16), bb = b.to(at::kBFloat16);
   EXPECT_FALSE(dnnl_linear_supported(xb, wb, bb));
   compare(xb, wb, bb, 0.0, "bf16");

@@ -1,7 +1,8 @@
-// The adam_step kernel variants (AVX-512, AVX2+FMA, scalar): choice by CPU and by
-// force_adam_isa, agreement of every vector variant with the scalar reference on lengths with
-// and without vector tails, no writes past the end, and the fused bf16 copy against torch's own
-// float -> bf16 conversion, bit for bit (ties, subnormals, overflow to inf; NaN as c10::BFloat16).
+// The adam_step kernel variants (AVX-512, AVX2+FMA, scalar; the level forced with
+// platform::force_kernel_isa): agreement of every vector variant with the scalar reference on
+// lengths with and without vector tails, no writes past the end, and the fused bf16 copy against
+// torch's own float -> bf16 conversion, bit for bit (ties, subnormals, overflow to inf; NaN as
+// c10::BFloat16).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -11,13 +12,15 @@
 #include "deepshard/optim/adam.h"
 #include "deepshard/util/error.h"
 #include "optim/adam_test_helpers.h"
+#include "support/kernel_isa_test.h"
 
 namespace deepshard::optim {
 namespace {
 
+using platform::KernelIsa;
 using test::rel_diff;
-using test::ScopedAdamIsa;
-using test::supported_isas;
+using testing::ScopedKernelIsa;
+using testing::supported_kernel_isas;
 
 // Lengths around the 8- and 16-lane vectors and the 65536-element thread tile.
 const std::vector<int64_t> kLengths = {1,  5,  8,  9,    15,        16,
@@ -42,37 +45,6 @@ struct AdamState {
 // The bf16 tensor's bit patterns as int16, so that NaNs compare too.
 at::Tensor bits(const at::Tensor& bf16) { return bf16.view(at::kShort); }
 
-TEST(AdamIsa, BestSupportedByDefaultAndForcedByTheCaller) {
-  {
-    ScopedAdamIsa unset(std::nullopt);
-    const AdamIsa best = adam_isa_supported(AdamIsa::kAvx512) ? AdamIsa::kAvx512
-                         : adam_isa_supported(AdamIsa::kAvx2) ? AdamIsa::kAvx2
-                                                              : AdamIsa::kScalar;
-    EXPECT_EQ(adam_isa(), best);
-    ::testing::Test::RecordProperty("default_isa", to_string(best));
-  }
-  EXPECT_TRUE(adam_isa_supported(AdamIsa::kScalar));
-  for (AdamIsa isa : supported_isas()) {
-    ScopedAdamIsa forced(isa);
-    EXPECT_EQ(adam_isa(), isa);
-  }
-  for (AdamIsa isa : {AdamIsa::kAvx512, AdamIsa::kAvx2, AdamIsa::kScalar}) {
-    EXPECT_EQ(parse_adam_isa(to_string(isa)), isa);
-  }
-  try {
-    parse_adam_isa("sse9");
-    ADD_FAILURE() << "an unknown variant was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("\"sse9\": unknown Adam kernel variant"),
-              std::string::npos)
-        << e.what();
-  }
-  for (AdamIsa isa : {AdamIsa::kAvx2, AdamIsa::kAvx512}) {
-    if (adam_isa_supported(isa)) continue;
-    EXPECT_THROW(force_adam_isa(isa), Error) << to_string(isa);
-  }
-}
-
 // 10 steps with a changing lr, both decay modes, a gradient scale: every vector variant against the
 // scalar reference, and nothing written past n.
 TEST(AdamIsa, EveryVariantMatchesTheScalarReference) {
@@ -88,8 +60,8 @@ TEST(AdamIsa, EveryVariantMatchesTheScalarReference) {
       std::vector<at::Tensor> grads;
       for (int s = 0; s < 10; ++s) grads.push_back(at::randn({n + 1}, gen));
 
-      auto run = [&](AdamIsa isa) {
-        ScopedAdamIsa forced(isa);
+      auto run = [&](KernelIsa isa) {
+        ScopedKernelIsa forced(isa);
         AdamState state(init);
         for (int s = 0; s < 10; ++s) {
           hyper.lr = 1e-3 * (1 + s);
@@ -99,9 +71,9 @@ TEST(AdamIsa, EveryVariantMatchesTheScalarReference) {
         }
         return state;
       };
-      const AdamState ref = run(AdamIsa::kScalar);
+      const AdamState ref = run(KernelIsa::kScalar);
       EXPECT_GT(rel_diff(ref.param.narrow(0, 0, n), init.narrow(0, 0, n)), 1e-4);
-      for (AdamIsa isa : supported_isas()) {
+      for (KernelIsa isa : supported_kernel_isas()) {
         const AdamState got = run(isa);
         SCOPED_TRACE(detail::concat(to_string(isa), " n=", n, " decoupled=", decoupled));
         const double d =
@@ -123,8 +95,8 @@ TEST(AdamIsa, EveryVariantMatchesTheScalarReference) {
 TEST(AdamIsa, Bf16CopyEqualsTorchConversionAfterAStep) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(23);
   const uint16_t kSentinel = 0x1234;
-  for (AdamIsa isa : supported_isas()) {
-    ScopedAdamIsa forced(isa);
+  for (KernelIsa isa : supported_kernel_isas()) {
+    ScopedKernelIsa forced(isa);
     for (const int64_t n : kLengths) {
       SCOPED_TRACE(detail::concat(to_string(isa), " n=", n));
       AdamState state(at::randn({n}, gen));
@@ -163,9 +135,9 @@ TEST(AdamIsa, Bf16CopyRoundsAsTorchOnEdgeCases) {
   const at::Tensor init = at::from_blob(values.data(), {n}, at::kFloat).clone();
   AdamHyper hyper;
   hyper.lr = 0.0;
-  for (AdamIsa isa : supported_isas()) {
+  for (KernelIsa isa : supported_kernel_isas()) {
     SCOPED_TRACE(to_string(isa));
-    ScopedAdamIsa forced(isa);
+    ScopedKernelIsa forced(isa);
     AdamState state(init);
     std::vector<uint16_t> out(n);
     state.step(at::zeros({n}), hyper, 0.0, 1.0f, out.data());

@@ -12,6 +12,7 @@
 #include "deepshard/optim/adam.h"
 #include "deepshard/util/error.h"
 #include "optim/adam_test_helpers.h"
+#include "support/kernel_isa_test.h"
 
 namespace deepshard::optim {
 namespace {
@@ -53,8 +54,9 @@ void compare_with_torch_one_isa(const config::OptimizerConfig& config, float gra
     adam.step(flat, grad, lr_at(step), grad_scale);
   }
   EXPECT_EQ(adam.step_count(), 20);
-  ::testing::Test::RecordProperty(detail::concat("rel_diff_param_", to_string(adam_isa())),
-                                  detail::concat(rel_diff(flat, ref.detach())));
+  ::testing::Test::RecordProperty(
+      detail::concat("rel_diff_param_", platform::to_string(platform::kernel_isa())),
+      detail::concat(rel_diff(flat, ref.detach())));
   EXPECT_LE(rel_diff(flat, ref.detach()), 1e-6);
   auto& state = static_cast<TorchState<TorchOptimizer>&>(
       *torch_opt.state().at(c10::guts::to_string(ref.unsafeGetTensorImpl())));
@@ -66,9 +68,9 @@ void compare_with_torch_one_isa(const config::OptimizerConfig& config, float gra
 // The comparison for every kernel variant this CPU can run.
 template <typename TorchOptimizer, typename TorchOptions>
 void compare_with_torch(const config::OptimizerConfig& config, float grad_scale) {
-  for (AdamIsa isa : test::supported_isas()) {
+  for (platform::KernelIsa isa : testing::supported_kernel_isas()) {
     SCOPED_TRACE(to_string(isa));
-    test::ScopedAdamIsa forced(isa);
+    testing::ScopedKernelIsa forced(isa);
     compare_with_torch_one_isa<TorchOptimizer, TorchOptions>(config, grad_scale);
   }
 }
@@ -172,8 +174,8 @@ TEST(FlatAdam, ThreadCountDoesNotChangeTheResult) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
   const at::Tensor init = at::randn({n}, gen), grad = at::randn({n}, gen);
   const int threads = at::get_num_threads();
-  for (AdamIsa isa : test::supported_isas()) {
-    test::ScopedAdamIsa forced(isa);
+  for (platform::KernelIsa isa : testing::supported_kernel_isas()) {
+    testing::ScopedKernelIsa forced(isa);
     std::vector<at::Tensor> results;
     for (int t : {1, 2}) {
       at::set_num_threads(t);
@@ -255,10 +257,10 @@ TEST(FlatAdam, StepWindowsEqualOneStepBitForBit) {
     win.begin_step();
     for (int64_t lo = 0; lo < n; lo += 777) {
       const int64_t len = std::min<int64_t>(777, n - lo);
-      std::vector<float> wm(m.begin() + lo, m.begin() + lo + len), wv(v.begin() + lo, v.begin() + lo + len);
+      std::vector<float> wm(m.begin() + lo, m.begin() + lo + len),
+          wv(v.begin() + lo, v.begin() + lo + len);
       win.step_window(lo, len, windowed.data_ptr<float>(), windowed.data_ptr<float>() + lo,
-                      grad.data_ptr<float>(), wm.data(),
-                      wv.data(), lr_at(step), 0.5f);
+                      grad.data_ptr<float>(), wm.data(), wv.data(), lr_at(step), 0.5f);
       std::copy(wm.begin(), wm.end(), m.begin() + lo);
       std::copy(wv.begin(), wv.end(), v.begin() + lo);
     }

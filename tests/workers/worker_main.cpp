@@ -4,8 +4,9 @@
 #include <cstdlib>
 #include <exception>
 
-#include "deepshard/util/log.h"
 #include "deepshard/comm/transport_options.h"
+#include "deepshard/util/log.h"
+#include "support/forced_kernel_paths.h"
 #include "workers/worker.h"
 
 namespace deepshard::testing {
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    testing::apply_forced_kernel_paths();
     auto info = comm::rendezvous_from_env();
     log::set_rank(info.rank);
     comm::GroupOptions options;

@@ -36,14 +36,16 @@ struct Bf16ComputeChoice {
 };
 
 // The decision for `setting` ("auto", "native" or "fp32"; anything else throws UsageError naming
-// --bf16-compute) on `cpu`. `native_check` runs the numeric check (true: accurate; fills its
-// argument with the failing case otherwise); it is called only for "auto" on a CPU with bf16
-// arithmetic.
+// `source`, where the user wrote it) on `cpu`. `native_check` runs the numeric check (true:
+// accurate; fills its argument with the failing case otherwise); it is called only for "auto" on a
+// CPU with bf16 arithmetic.
 Bf16ComputeChoice choose_bf16_compute(std::string_view setting, const platform::CpuInfo& cpu,
-                                      const std::function<bool(std::string*)>& native_check);
+                                      const std::function<bool(std::string*)>& native_check,
+                                      std::string_view source = "--bf16-compute");
 
 // The same with this machine's check (libtorch_bf16_matmul_accurate).
-Bf16ComputeChoice choose_bf16_compute(std::string_view setting, const platform::CpuInfo& cpu);
+Bf16ComputeChoice choose_bf16_compute(std::string_view setting, const platform::CpuInfo& cpu,
+                                      std::string_view source = "--bf16-compute");
 
 // libtorch's bf16 products as the models call them (mm in the NN, TN and NT layouts, linear,
 // batched matmul; k = 1024) against a double-precision reference of the same bf16 operands: true

@@ -8,24 +8,20 @@
 // which round to 128 and are clamped to 127 (error up to m / 128), as in DeepSpeed.
 // REQUIRES: finite inputs (a block holding inf or NaN has unspecified values).
 //
-// Three implementations, picked at run time from the CPU (platform::detect_cpu): AVX-512
-// (F/BW/VL), AVX2 and scalar. They give bit-identical results (one multiplication per element, the
-// same rounding, an exact maximum), which tests/kernels/int8_quantize_test.cpp checks for every
-// implementation this CPU can run against a plain reference.
+// Three implementations, one per kernel instruction-set level (platform/kernel_isa.h: AVX-512,
+// AVX2, scalar), the tensor functions running platform::kernel_isa()'s. They give bit-identical
+// results (one multiplication per element, the same rounding, an exact maximum), which
+// tests/kernels/int8_quantize_test.cpp checks for every implementation this CPU can run against a
+// plain reference.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 
+#include "deepshard/platform/kernel_isa.h"
+
 namespace deepshard::kernels {
-
-enum class QuantizeIsa { kScalar, kAvx2, kAvx512 };
-
-// The fastest implementation this CPU runs.
-QuantizeIsa best_quantize_isa();
-bool quantize_isa_supported(QuantizeIsa isa);
-const char* to_string(QuantizeIsa isa);
 
 // Number of blocks (scales) for `n` elements.
 inline int64_t quantize_blocks(int64_t n, int64_t block) { return (n + block - 1) / block; }
@@ -34,13 +30,13 @@ inline int64_t quantize_blocks(int64_t n, int64_t block) { return (n + block - 1
 // quantize_blocks(n, block) floats (each block's 1 / scale). block >= 1. Throws Error when `isa`
 // is not supported by this CPU or block < 1.
 void quantize_int8(const float* x, int64_t n, int64_t block, int8_t* q, float* scales,
-                   QuantizeIsa isa);
+                   platform::KernelIsa isa);
 void quantize_int8_bf16(const uint16_t* x, int64_t n, int64_t block, int8_t* q, float* scales,
-                        QuantizeIsa isa);
+                        platform::KernelIsa isa);
 void dequantize_int8(const int8_t* q, const float* scales, int64_t n, int64_t block, float* out,
-                     QuantizeIsa isa);
+                     platform::KernelIsa isa);
 void dequantize_int8_bf16(const int8_t* q, const float* scales, int64_t n, int64_t block,
-                          uint16_t* out, QuantizeIsa isa);
+                          uint16_t* out, platform::KernelIsa isa);
 
 // A quantized tensor: values (int8, numel of the source) and scales (fp32, one per block).
 struct Int8Blocks {
@@ -50,7 +46,8 @@ struct Int8Blocks {
 };
 
 // Over the whole (contiguous) tensor, fp32 or bf16, blocks spread over at::parallel_for's
-// threads, with the best implementation. Throws Error naming the dtype or the block otherwise.
+// threads, with platform::kernel_isa()'s implementation. Throws Error naming the dtype or the block
+// otherwise.
 Int8Blocks quantize_int8(const at::Tensor& x, int64_t block);
 // Into `out` (fp32 or bf16, contiguous, numel of q.values).
 void dequantize_int8(const Int8Blocks& q, const at::Tensor& out);

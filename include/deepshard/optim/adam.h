@@ -27,27 +27,12 @@ struct AdamHyper {
 // unscale-and-clip factor, 1/combined_scale). `step` is the 1-based step count after this update.
 // `param_bf16_out` (nullptr: none) receives the updated parameters as bf16 bit patterns in the
 // same pass, rounded as torch's float -> bf16 conversion (nearest-even, NaN -> 0x7FC0). The
-// instruction-set variant is adam_isa(); the result does not depend on the thread count.
+// instruction-set variant is platform::kernel_isa()'s (platform/kernel_isa.h: explicit AVX-512 and
+// AVX2+FMA intrinsics, portable scalar code; the vector ones differ from the scalar one by the
+// rounding of fused multiply-adds only); the result does not depend on the thread count.
 void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                const AdamHyper& hyper, double weight_decay, int64_t step, float grad_scale,
                uint16_t* param_bf16_out = nullptr);
-
-// The kernel's variants: explicit AVX-512F and AVX2+FMA intrinsics (x86-64), portable scalar.
-enum class AdamIsa { kScalar, kAvx2, kAvx512 };
-
-const char* to_string(AdamIsa isa);
-// Whether this CPU (and build) can run the variant; kScalar always.
-bool adam_isa_supported(AdamIsa isa);
-// The variant adam_step uses: the one force_adam_isa set, else the best supported one.
-AdamIsa adam_isa();
-// Forces the variant for the whole process (nullopt: the best supported one again); the
-// executable's DEEPSHARD_ADAM_ISA, tests and benchmarks. Throws Error when this CPU (or build)
-// cannot run it.
-void force_adam_isa(std::optional<AdamIsa> isa);
-// The variant force_adam_isa set, or nullopt.
-std::optional<AdamIsa> forced_adam_isa();
-// The variant named "avx512", "avx2" or "scalar"; throws Error naming `name` otherwise.
-AdamIsa parse_adam_isa(const std::string& name);
 
 struct ParamRange {
   int64_t offset = 0;  // in the gradient and optimizer-state buffers
