@@ -53,7 +53,7 @@ target_link_libraries(ds_torch_pch_pic PUBLIC ${TORCH_LIBRARIES})
 # The layers Engine::initialize reaches (a static archive: the linker takes the members the
 # extension needs; a layer missing here shows as an undefined symbol when the package is imported,
 # which the Python tests do).
-set(ds_python_layers util config comm io offload sharding optim checkpoint zero)
+set(ds_python_layers util config comm platform io offload sharding kernels optim checkpoint zero)
 set(ds_python_srcs "")
 foreach(layer ${ds_python_layers})
   get_target_property(layer_srcs ds_${layer} SOURCES)  # the layer library's own list
@@ -67,6 +67,14 @@ target_include_directories(ds_python_core SYSTEM PRIVATE ${AIO_INCLUDE_DIR})
 target_link_libraries(ds_python_core PUBLIC ${TORCH_LIBRARIES} nlohmann_json::nlohmann_json
                                             ZLIB::ZLIB Threads::Threads ${AIO_LIBRARY} ${CMAKE_DL_LIBS})
 target_precompile_headers(ds_python_core REUSE_FROM ds_torch_pch_pic)
+# The platform layer's oneDNN sgemm, as ds_platform is built.
+if(DNNL_INCLUDE_DIR AND DNNL_LIBRARY)
+  target_compile_definitions(ds_python_core PRIVATE DS_HAVE_DNNL=1)
+  target_include_directories(ds_python_core SYSTEM PRIVATE ${DNNL_INCLUDE_DIR})
+  target_link_libraries(ds_python_core PUBLIC ${DNNL_LIBRARY})
+else()
+  target_compile_definitions(ds_python_core PRIVATE DS_HAVE_DNNL=0)
+endif()
 
 # The package: its Python files copied into the build tree next to the extension.
 set(ds_python_dir ${PROJECT_BINARY_DIR}/python/deepshard)

@@ -10,6 +10,7 @@
 
 #include "comm/transport.h"
 #include "comm/work_impl.h"
+#include "deepshard/comm/derived_groups.h"
 #include "deepshard/comm/transport_options.h"
 #include "deepshard/util/error.h"
 #include "deepshard/util/log.h"
@@ -52,11 +53,14 @@ class FlatGroup : public Group {
     transport_ = std::move(transport);
     link_ = link;
   }
+  void set_options(const GroupOptions& options) { options_ = options; }
+  const GroupOptions& options() const { return options_; }
+  void record_into(CommLog& log) { recorder_ = &log; }
 
   int rank() const override { return info_.rank; }
   int size() const override { return info_.world_size; }
   const RendezvousInfo& info() const override { return info_; }
-  CommLog& log() override { return log_; }
+  CommLog& log() override { return *recorder_; }
 
   const char* transport() const { return transport_->name(); }
   // The job's store (null for one rank); sub-groups rendezvous through it under their own prefix.
@@ -95,7 +99,7 @@ class FlatGroup : public Group {
   void barrier() override {
     OpInfo info{"barrier", rank(), 0, at::kByte, 0, link_};
     auto start_time = Clock::now();
-    Work(std::make_unique<Work::Impl>(info, log_, start_time, transport_->barrier(), nullptr))
+    Work(std::make_unique<Work::Impl>(info, *recorder_, start_time, transport_->barrier(), nullptr))
         .wait();
   }
 
@@ -139,13 +143,15 @@ class FlatGroup : public Group {
         throw CommError(describe_failure(info, e.what_without_backtrace()));
       }
     }
-    return Work(std::make_unique<Work::Impl>(info, log_, start_time, std::move(started.handle),
-                                             std::move(started.finish)));
+    return Work(std::make_unique<Work::Impl>(info, *recorder_, start_time,
+                                             std::move(started.handle), std::move(started.finish)));
   }
 
-  CommLog log_;  // outlives the transport, whose thread may still record into it
+  CommLog log_;                // outlives the transport, whose thread may still record into it
+  CommLog* recorder_ = &log_;  // where collectives are recorded: log_, or a parent group's
   RendezvousInfo info_;
   std::optional<LinkClass> link_;
+  GroupOptions options_;           // what it was made with (its sub-groups' defaults)
   std::unique_ptr<JobStore> job_;  // outlives the transport (null for one rank)
   std::unique_ptr<Transport> transport_;
   c10::intrusive_ptr<c10d::Store> store_;
@@ -212,6 +218,27 @@ const char* to_string(TransportKind kind) {
   return "?";
 }
 
+namespace {
+
+// Records the options a group was made with (every group is a FlatGroup).
+std::unique_ptr<Group> remembering(std::unique_ptr<Group> group, const GroupOptions& options) {
+  static_cast<FlatGroup&>(*group).set_options(options);
+  return group;
+}
+
+}  // namespace
+
+GroupOptions options_of(const Group& group) {
+  auto* flat = dynamic_cast<const FlatGroup*>(&group);
+  return flat != nullptr ? flat->options() : GroupOptions{};
+}
+
+void record_into(Group& group, Group& parent) {
+  auto* flat = dynamic_cast<FlatGroup*>(&group);
+  DS_CHECK(flat != nullptr, CommError, "record_into: not a group made by create_group");
+  flat->record_into(parent.log());
+}
+
 const char* transport_name(const Group& group) {
   auto* flat = dynamic_cast<const FlatGroup*>(&group);
   return flat != nullptr ? flat->transport() : "?";
@@ -230,12 +257,14 @@ std::unique_ptr<Group> create_group(const RendezvousInfo& info, const GroupOptio
   DS_CHECK(options.timeout.count() > 0, CommError, "Group::create: timeout must be positive, got ",
            options.timeout.count(), " ms");
   if (info.world_size == 1) {
-    return std::make_unique<FlatGroup>(info, make_local_transport(), LinkClass::kIntraNode);
+    return remembering(
+        std::make_unique<FlatGroup>(info, make_local_transport(), LinkClass::kIntraNode), options);
   }
   auto job = connect_store(info, options.timeout);
   const auto store = job->store();
-  return join(
-      info, store, options, [](int r) { return r; }, std::move(job));
+  return remembering(join(
+                         info, store, options, [](int r) { return r; }, std::move(job)),
+                     options);
 }
 
 std::unique_ptr<Group> create_subgroup(const Group& world, const std::vector<int>& members,
@@ -264,7 +293,8 @@ std::unique_ptr<Group> create_subgroup(const Group& world, const std::vector<int
   sub.local_world_size = 0;
   for (int m : members) sub.local_world_size += m / per_host == host ? 1 : 0;
   if (sub.world_size == 1) {
-    return std::make_unique<FlatGroup>(sub, make_local_transport(), LinkClass::kIntraNode);
+    return remembering(
+        std::make_unique<FlatGroup>(sub, make_local_transport(), LinkClass::kIntraNode), options);
   }
   auto* flat = dynamic_cast<const FlatGroup*>(&world);
   DS_CHECK(flat != nullptr && flat->store(), CommError, where,
@@ -272,7 +302,7 @@ std::unique_ptr<Group> create_subgroup(const Group& world, const std::vector<int
   auto store = c10::make_intrusive<c10d::PrefixStore>("deepshard/group/" + name, flat->store());
   std::function<int(int)> job_rank_of;  // known when `world` is the job's group
   if (whole.job_rank < 0) job_rank_of = [members](int r) { return members[size_t(r)]; };
-  return join(sub, store, options, job_rank_of);
+  return remembering(join(sub, store, options, job_rank_of), options);
 }
 
 }  // namespace deepshard::comm

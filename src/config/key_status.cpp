@@ -88,7 +88,7 @@ const std::vector<KeyRow> kTable = {
     {"zero_optimization.offload_optimizer.fast_init", S::kWarned, "the offloaded optimizer state is always initialised directly"},
     {"zero_optimization.offload_optimizer.super_offload", S::kWarned, "SuperOffload (the Grace-Hopper variant) is not implemented; the usual offload runs"},
     {"zero_optimization.offload_param.", S::kDoes, ""},  // cpu, nvme at stage 3 (offload.md)
-    {"zero_optimization.zero_hpz_partition_size", S::kRefused, ""},
+    {"zero_optimization.zero_hpz_partition_size", S::kDoes, ""},  // stage 3's hpZ (zero.md); other stages warn
     {"zero_optimization.zero_quantized_weights", S::kRefused, ""},
     {"zero_optimization.zero_quantized_nontrainable_weights", S::kRefused, ""},
     {"zero_optimization.zero_quantized_gradients", S::kRefused, ""},

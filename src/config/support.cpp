@@ -42,7 +42,6 @@ struct Row {
 // clang-format off
 const Row kUnsupported[] = {
     // ZeRO stage 3 and the companions of stages 1-3
-    {"zero_optimization.zero_hpz_partition_size", [](const DsConfig& c) { return show_if(c.zero.zero_hpz_partition_size > 1, std::to_string(c.zero.zero_hpz_partition_size)); }},
     {"zero_optimization.zero_quantized_weights", [](const DsConfig& c) { return flag(c.zero.zero_quantized_weights); }},
     {"zero_optimization.zero_quantized_nontrainable_weights", [](const DsConfig& c) { return flag(c.zero.zero_quantized_nontrainable_weights); }},
     {"zero_optimization.zero_quantized_gradients", [](const DsConfig& c) { return flag(c.zero.zero_quantized_gradients); }},

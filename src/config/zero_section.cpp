@@ -190,6 +190,12 @@ void parse_zero(Section& root, DsConfig& config, const AutoValues& av) {
                       "reduce-scattered whole when the unit's backward ends (the unit is the "
                       "bucket)");
   }
+  if (zero.stage < 3 && zero.zero_hpz_partition_size > 1) {
+    s.diag().warn(s.path_of("zero_hpz_partition_size"),
+                  std::to_string(zero.zero_hpz_partition_size) +
+                      " is accepted but ignored below stage 3: hpZ's secondary partition is of "
+                      "stage 3's gathered parameters");
+  }
   s.finish();
 }
 

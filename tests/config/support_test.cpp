@@ -102,8 +102,6 @@ TEST(Unsupported, EachFeatureIsNamedWithItsValue) {
     std::string message;
   };
   const Case cases[] = {
-      {{{"zero_optimization", {{"zero_hpz_partition_size", 8}}}},
-       "zero_optimization.zero_hpz_partition_size=8"},
       {{{"zero_optimization", {{"zero_quantized_weights", true}}}},
        "zero_optimization.zero_quantized_weights"},
       {{{"zero_optimization", {{"zero_quantized_gradients", true}}}},

@@ -53,8 +53,13 @@ void Stage3Engine::place_slices() {
   log_offload_notes(config_, units_[0]->options().device(), comm::job_rank(group_.info()));
   std::vector<bool> persistent = persistent_units(units_, config_.zero);
   slices_ = std::make_unique<SliceStore>(units_, persistent, config_, group_, ledger_);
-  coordinator_ = std::make_unique<UnitCoordinator>(units_, std::move(persistent), *slices_,
-                                                   config_.zero, group_, ledger_, unit_names());
+  if (config_.zero.zero_hpz_partition_size > 1) {
+    secondary_ = std::make_unique<SecondaryPartitions>(group_, config_.zero.zero_hpz_partition_size,
+                                                       units_.size(), ledger_);
+  }
+  coordinator_ =
+      std::make_unique<UnitCoordinator>(units_, std::move(persistent), *slices_, config_.zero,
+                                        group_, ledger_, unit_names(), secondary_.get());
   for (size_t u = 0; u < units_.size(); ++u) {
     slices_->place(u, prebuilt_[u], group_);
     coordinator_->settle(u, prebuilt_[u]);
@@ -276,7 +281,7 @@ void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor
       slices_->publish(0, master_.numel(), master_.data_ptr<float>());
   }
   // The other units gather the new slices when they next run.
-  coordinator_->regather_persistent();
+  coordinator_->after_slices_changed();
 }
 
 void Stage3Engine::zero_grads() { reducer_->zero(); }
@@ -316,7 +321,7 @@ void Stage3Engine::publish_loaded_state() {
   if (master.data_ptr() != slices_->shard().data_ptr())
     slices_->publish(0, master.numel(), master.data_ptr<float>());
   staged_master_ = staged_exp_avg_ = staged_exp_avg_sq_ = at::Tensor();
-  coordinator_->regather_persistent();
+  coordinator_->after_slices_changed();
 }
 
 }  // namespace deepshard::zero

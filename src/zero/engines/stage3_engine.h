@@ -16,6 +16,8 @@
 // device where they are), nvme swaps them per sub-group (SwappedAdam; ratio < 1 keeps the first
 // sub-groups resident); offload_param cpu keeps the shard in host memory, nvme swaps slices
 // (SliceStore).
+// hpZ (zero_hpz_partition_size > 1): a released unit keeps a secondary partition over a group of
+// consecutive ranks, which its later gathers read until the next update (secondary_partition.h).
 // A model built under zero.Init (partitioned_build.h) brings its blocks as released units with
 // their slices; the engine adopts them instead of partitioning full blocks.
 #pragma once
@@ -29,6 +31,7 @@
 #include "zero/engine_base.h"
 #include "zero/stage3/coordinator.h"
 #include "zero/stage3/grad_reducer.h"
+#include "zero/stage3/secondary_partition.h"
 #include "zero/stage3/slice_store.h"
 #include "zero/stage3/unit.h"
 #include "zero/stage3/unit_plan.h"
@@ -91,6 +94,7 @@ class Stage3Engine : public EngineBase {
   Stage3Units units_;
   std::vector<bool> prebuilt_;  // partitioned while the model was built (zero.Init)
   std::unique_ptr<SliceStore> slices_;
+  std::unique_ptr<SecondaryPartitions> secondary_;  // hpZ (zero_hpz_partition_size > 1), else null
   std::unique_ptr<UnitCoordinator> coordinator_;
   std::unique_ptr<GradReducer> reducer_;
   at::Tensor master_;  // fp32 master of the shard (the resident slices themselves in fp32)

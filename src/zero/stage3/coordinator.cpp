@@ -23,13 +23,15 @@ std::vector<bool> persistent_units(const Stage3Units& units, const config::ZeroC
 UnitCoordinator::UnitCoordinator(Stage3Units& units, std::vector<bool> persistent,
                                  SliceStore& slices, const config::ZeroConfig& zero,
                                  comm::Group& group, MemoryLedger& ledger,
-                                 const std::vector<std::string>& names)
+                                 const std::vector<std::string>& names,
+                                 SecondaryPartitions* secondary)
     : units_(units),
       persistent_(std::move(persistent)),
       slices_(slices),
       zero_(zero),
       group_(group),
       ledger_(ledger),
+      secondary_(secondary),
       trace_(names),
       fetch_check_(names) {}
 
@@ -68,8 +70,9 @@ void UnitCoordinator::prefetch(size_t current) {
     if (persistent_[v] || units_[v]->holds_storage()) continue;
     const int64_t n = units_[v]->padded_numel();
     if (n > bucket || beyond_current + n > zero_.max_live_parameters) break;
-    // A swapped slice needs a free swap buffer (offload_param.buffer_count bounds the prefetch).
-    if (slices_.swapped(v) && !slices_.read_ahead(v)) break;
+    // A swapped slice needs a free swap buffer (offload_param.buffer_count bounds the prefetch),
+    // unless hpZ gathers it from its secondary partition.
+    if (slices_.swapped(v) && !from_secondary(v) && !slices_.read_ahead(v)) break;
     start_gather(v);
     bucket -= n;
     beyond_current += n;
@@ -109,9 +112,20 @@ void UnitCoordinator::reshard(size_t u) {
   if (!persistent_[u]) free(u, /*backward_follows=*/false);
 }
 
-void UnitCoordinator::start_gather(size_t u) {
+void UnitCoordinator::start_gather(size_t u, bool exact) {
   DS_ASSERT(!units_[u]->holds_storage(), "ZeRO-3 unit ", units_[u]->name(), " is ",
             to_string(units_[u]->state()), ": a fresh gather started");
+  if (from_secondary(u)) {  // hpZ: inside the secondary partition's group
+    fetch_check_.start(secondary_->group(), u);
+    units_[u]->start_gather_from(secondary_->group(), secondary_->part(u));
+  } else {
+    start_primary_gather(u, exact);
+  }
+  ledger_.allocate(MemoryCategory::kGatheredParams, gathered_bytes(u));
+  if (!persistent_[u]) live_elements_ += units_[u]->padded_numel();
+}
+
+void UnitCoordinator::start_primary_gather(size_t u, bool exact) {
   if (slices_.swapped(u)) {  // its slice from NVMe (read ahead, or now) into a swap buffer
     // No free buffer: unused read-ahead gives way, then gathers in flight are completed (their
     // buffers go back; those units stay gathered).
@@ -122,9 +136,12 @@ void UnitCoordinator::start_gather(size_t u) {
     slices_.attach(u);
   }
   fetch_check_.start(group_, u);
-  units_[u]->start_gather(group_);
-  ledger_.allocate(MemoryCategory::kGatheredParams, gathered_bytes(u));
-  if (!persistent_[u]) live_elements_ += units_[u]->padded_numel();
+  // Persistent units are gathered exactly (once per step, as DeepSpeed's persistent parameters).
+  if (zero_.zero_quantized_weights && !exact && !persistent_[u]) {
+    units_[u]->start_gather_quantized(group_);
+  } else {
+    units_[u]->start_gather(group_);
+  }
 }
 
 void UnitCoordinator::finish_gather(size_t u) {
@@ -136,6 +153,7 @@ void UnitCoordinator::finish_gather(size_t u) {
 void UnitCoordinator::free(size_t u, bool backward_follows) {
   if (!units_[u]->holds_storage()) return;
   finish_gather(u);
+  if (secondary_ != nullptr) secondary_->keep(u, *units_[u]);
   if (backward_follows) {
     units_[u]->release();
   } else {
@@ -150,9 +168,10 @@ void UnitCoordinator::gather_all() {
     if (units_[u]->holds_storage()) continue;
     // A swapped slice holds a buffer until its gather ends: one at a time.
     if (slices_.swapped(u)) {
-      gather(u);
+      start_gather(u, /*exact=*/true);
+      finish_gather(u);
     } else {
-      start_gather(u);
+      start_gather(u, /*exact=*/true);
     }
   }
   for (size_t u = 0; u < units_.size(); ++u) finish_gather(u);
@@ -162,7 +181,8 @@ void UnitCoordinator::reshard_all() {
   for (size_t u = 0; u < units_.size(); ++u) reshard(u);
 }
 
-void UnitCoordinator::regather_persistent() {
+void UnitCoordinator::after_slices_changed() {
+  if (secondary_ != nullptr) secondary_->drop_all();
   for (size_t u = 0; u < units_.size(); ++u) {
     if (!units_[u]->holds_storage()) continue;
     finish_gather(u);  // a prefetch still in flight completes first

@@ -12,6 +12,11 @@
 //   elements of the trace (a block's forward right before its backward) is not released, if the
 //   gathered elements stay within stage3_max_live_parameters.
 // Evaluation forwards (no grad) fetch on demand, outside the trace.
+// - hpZ (zero_hpz_partition_size, secondary_partition.h): a unit released keeps a secondary
+//   partition, and its next gathers until the parameters change read that over the hpZ group.
+// - quantized weights (zero_quantized_weights, quantized_gather.h): the gathers of training and
+//   evaluation passes from the slices move int8 blocks for the units that are not persistent;
+//   persistent units and with_full_parameters' gathers stay exact.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +27,7 @@
 #include "deepshard/config/ds_config.h"
 #include "deepshard/zero/memory_ledger.h"
 #include "zero/stage3/fetch_check.h"
+#include "zero/stage3/secondary_partition.h"
 #include "zero/stage3/slice_store.h"
 #include "zero/stage3/unit.h"
 #include "zero/stage3/unit_trace.h"
@@ -33,10 +39,11 @@ std::vector<bool> persistent_units(const Stage3Units& units, const config::ZeroC
 
 class UnitCoordinator {
  public:
-  // `names`: the plan's unit names (the trace's and the checks' messages).
+  // `names`: the plan's unit names (the trace's and the checks' messages). `secondary`: hpZ's
+  // secondary partitions (null without hpZ).
   UnitCoordinator(Stage3Units& units, std::vector<bool> persistent, SliceStore& slices,
                   const config::ZeroConfig& zero, comm::Group& group, MemoryLedger& ledger,
-                  const std::vector<std::string>& names);
+                  const std::vector<std::string>& names, SecondaryPartitions* secondary = nullptr);
 
   // After SliceStore::place(u): a unit built under zero.Init (`prebuilt`, released) is gathered
   // if persistent; another (gathered, its memory counted now) is released unless persistent.
@@ -59,15 +66,21 @@ class UnitCoordinator {
   // Every unit gathered (with_full_parameters); then every unit but the persistent at rest.
   void gather_all();
   void reshard_all();
-  // Gathers the persistent (gathered) units afresh from the updated slices.
-  void regather_persistent();
+  // The slices changed (an update, a checkpoint load): hpZ's secondary partitions are dropped and
+  // the persistent (gathered) units gathered afresh from the slices.
+  void after_slices_changed();
   // Ends a training pass (a collective: the trace is compared or confirmed across ranks).
   void end_pass() { trace_.end_pass(group_); }
 
  private:
   void prefetch(size_t current);
   bool reused_soon(size_t u) const;
-  void start_gather(size_t u);
+  // `exact`: never quantized (zero_quantized_weights quantizes the gathers of training and
+  // evaluation passes, not with_full_parameters').
+  void start_gather(size_t u, bool exact = false);
+  // From this rank's slice over the job's group (read from NVMe first when swapped).
+  void start_primary_gather(size_t u, bool exact);
+  bool from_secondary(size_t u) const { return secondary_ != nullptr && secondary_->holds(u); }
   // Waits for u's gather and its cross-rank check (fetch_check.h); a swap buffer it read from
   // goes back.
   void finish_gather(size_t u);
@@ -81,6 +94,7 @@ class UnitCoordinator {
   const config::ZeroConfig& zero_;
   comm::Group& group_;
   MemoryLedger& ledger_;
+  SecondaryPartitions* secondary_;
   UnitTrace trace_;
   FetchCheck fetch_check_;     // every unit gather compared across ranks (fetch_check.h)
   int64_t live_elements_ = 0;  // padded elements gathered or in flight, persistent units aside

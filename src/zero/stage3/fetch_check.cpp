@@ -34,13 +34,14 @@ void FetchCheck::start(comm::Group& group, size_t unit) {
   hash_ = mix(hash_, unit);
   ++gathers_;
   if (group.size() == 1) return;
-  if (!p.in.defined()) {
-    p.in = at::empty({3}, at::kLong);
+  if (!p.in.defined()) p.in = at::empty({3}, at::kLong);
+  // Sized for the largest group checked so far (hpZ's backward gathers check inside its group).
+  if (!p.tags.defined() || p.tags.size(0) < group.size())
     p.tags = at::empty({group.size(), 3}, at::kLong);
-  }
   for (int i = 0; i < 3; ++i) p.in.data_ptr<int64_t>()[i] = mine[i];
   p.rank = group.rank();
-  p.work = group.all_gather_async(p.tags, p.in);
+  p.ranks = group.size();
+  p.work = group.all_gather_async(p.tags.narrow(0, 0, group.size()), p.in);
   p.active = true;
 }
 
@@ -51,7 +52,7 @@ void FetchCheck::finish(size_t unit) {
   p.work.wait();
   const at::Tensor& tags = p.tags;
   const auto* t = tags.data_ptr<int64_t>();
-  const int64_t n = tags.size(0);
+  const int64_t n = p.ranks;
   for (int64_t r = 1; r < n; ++r) {
     const int64_t* a = t;
     const int64_t* b = t + 3 * r;

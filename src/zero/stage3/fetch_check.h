@@ -1,5 +1,6 @@
 // FetchCheck: every ZeRO-3 unit all-gather is checked against the other ranks'. Before a unit's
-// slices are gathered, each rank all-gathers a tag of three integers (the unit, the number of
+// slices are gathered, each rank of the gathering group (the job's ranks, or hpZ's group:
+// secondary_partition.h) all-gathers a tag of three integers (the unit, the number of
 // gathers so far and a running hash of every unit gathered before); when the gather is waited
 // for, the ranks' tags must be equal. Collectives pair by order, so a rank that gathers another
 // unit (another branch, another order, before or after the trace was recorded) would otherwise
@@ -39,8 +40,9 @@ class FetchCheck {
     // Allocated at the unit's first check and reused: a fresh pair per gather would be counted as
     // activations by the activation meter while a prefetched check is pending at a forward's end.
     at::Tensor in;    // [3]
-    at::Tensor tags;  // [size, 3]
+    at::Tensor tags;  // [size, 3] (rows for the largest group checked)
     int rank = 0;
+    int ranks = 0;  // of the group in flight
     bool active = false;
   };
   std::string name(int64_t unit) const;

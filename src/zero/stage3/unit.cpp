@@ -103,18 +103,48 @@ void Stage3Unit::move_shard(const at::Tensor& shard) {
 
 void Stage3Unit::start_gather(comm::Group& group) {
   DS_ASSERT(shard_.defined(), "ZeRO-3 unit ", name_, " gathered before partition()");
+  start_gather_from(group, shard_);
+}
+
+void Stage3Unit::start_gather_from(comm::Group& group, const at::Tensor& part) {
+  DS_ASSERT(part.numel() * group.size() == padded_numel(), "ZeRO-3 unit ", name_, ": a part of ",
+            part.numel(), " elements gathered over ", group.size(), " ranks");
+  begin_gathering();
+  // Through an alias: the parameters' version counters (checked by autograd's saved views) stay.
+  gather_ = group.all_gather_async(storage_alias(full_), part);
+}
+
+void Stage3Unit::start_gather_quantized(comm::Group& group) {
+  DS_ASSERT(shard_.defined(), "ZeRO-3 unit ", name_, " gathered before partition()");
+  begin_gathering();
+  quantized_ = std::make_unique<QuantizedGather>(group, storage_alias(full_), shard_);
+}
+
+void Stage3Unit::begin_gathering() {
   const bool allocate = !holds_storage();
   transition("start_gather", {UnitState::kSharded, UnitState::kReleased, UnitState::kGathered},
              UnitState::kGathering);
   if (allocate) allocate_storage(full_, size_t(padded_numel() * element_size()));
-  // Through an alias: the parameters' version counters (checked by autograd's saved views) stay.
-  gather_ = group.all_gather_async(storage_alias(full_), shard_);
+}
+
+at::Tensor Stage3Unit::copy_part(int index, int parts) const {
+  DS_ASSERT(state_ == UnitState::kGathered && parts > 0 && padded_numel() % parts == 0 &&
+                index >= 0 && index < parts,
+            "ZeRO-3 unit ", name_, ": part ", index, " of ", parts, " copied while ",
+            to_string(state_));
+  const int64_t n = padded_numel() / parts;
+  return full_.narrow(0, index * n, n).clone();
 }
 
 void Stage3Unit::wait_gather() {
   if (state_ != UnitState::kGathering) return;
-  gather_.wait();
-  gather_ = comm::Work();
+  if (quantized_) {
+    quantized_->wait();
+    quantized_.reset();
+  } else {
+    gather_.wait();
+    gather_ = comm::Work();
+  }
   state_ = UnitState::kGathered;
 }
 

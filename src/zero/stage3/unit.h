@@ -30,6 +30,7 @@
 #include "deepshard/optim/adam.h"
 #include "zero/flat_params.h"
 #include "zero/shard_layout.h"
+#include "zero/stage3/quantized_gather.h"
 
 namespace deepshard::zero {
 
@@ -64,6 +65,13 @@ class Stage3Unit {
   // Starts all-gathering the slices into the flat storage (allocating it first if it is freed):
   // kSharded, kReleased or kGathered (a refresh after an update) to kGathering.
   void start_gather(comm::Group& group);
+  // The same from another partition of the flat storage: `part` is this rank's part of the
+  // padded storage cut into group.size() equal parts (a secondary partition,
+  // secondary_partition.h).
+  void start_gather_from(comm::Group& group, const at::Tensor& part);
+  // The same as start_gather, with the slices quantized to int8 on the wire (ZeRO++'s quantized
+  // weights, quantized_gather.h): the parameters are the dequantized slices until the next gather.
+  void start_gather_quantized(comm::Group& group);
   // Waits for the gather in flight (kGathering to kGathered); nothing in another state.
   void wait_gather();
   // Both: the parameters are valid on return.
@@ -71,6 +79,9 @@ class Stage3Unit {
     start_gather(group);
     wait_gather();
   }
+  // A copy of part `index` of the padded storage cut into `parts` equal parts (`parts` divides
+  // the world size), from kGathered.
+  at::Tensor copy_part(int index, int parts) const;
   // Frees the flat storage (the parameters keep their shapes but no memory), from kGathered:
   // release() until its backward (kReleased), reshard() at rest (kSharded).
   void release();
@@ -113,6 +124,8 @@ class Stage3Unit {
   // of `from`; then moves to `to`.
   void transition(const char* operation, std::initializer_list<UnitState> from, UnitState to);
   void free_full_storage(const char* operation, UnitState to);
+  // start_gather's transition to kGathering, allocating the flat storage if it is freed.
+  void begin_gathering();
 
   std::string name_;
   std::vector<FlatParamEntry> params_;
@@ -122,6 +135,7 @@ class Stage3Unit {
   at::Tensor shard_;   // [slice_numel]: this rank's slice (a view of the engine's shard buffer)
   at::Tensor grads_;   // [padded_numel] while kReducing, else undefined
   comm::Work gather_;  // while kGathering
+  std::unique_ptr<QuantizedGather> quantized_;  // while kGathering with quantized weights
   UnitState state_ = UnitState::kGathered;
 };
 
