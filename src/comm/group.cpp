@@ -56,9 +56,13 @@ class FlatGroup : public Group {
   int rank() const override { return info_.rank; }
   int size() const override { return info_.world_size; }
   const RendezvousInfo& info() const override { return info_; }
-  CommLog& log() override { return log_; }
+  // Its own log, or the one its options name (GroupOptions::record_in).
+  CommLog& log() override { return options_.record_in != nullptr ? *options_.record_in : log_; }
 
   const char* transport() const { return transport_->name(); }
+  // The options the group was made with (set before its first collective).
+  const GroupOptions& options() const { return options_; }
+  void set_options(const GroupOptions& options) { options_ = options; }
   // The job's store (null for one rank); sub-groups rendezvous through it under their own prefix.
   const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
 
@@ -95,7 +99,7 @@ class FlatGroup : public Group {
   void barrier() override {
     OpInfo info{"barrier", rank(), 0, at::kByte, 0, link_};
     auto start_time = Clock::now();
-    Work(std::make_unique<Work::Impl>(info, log_, start_time, transport_->barrier(), nullptr))
+    Work(std::make_unique<Work::Impl>(info, log(), start_time, transport_->barrier(), nullptr))
         .wait();
   }
 
@@ -139,7 +143,7 @@ class FlatGroup : public Group {
         throw CommError(describe_failure(info, e.what_without_backtrace()));
       }
     }
-    return Work(std::make_unique<Work::Impl>(info, log_, start_time, std::move(started.handle),
+    return Work(std::make_unique<Work::Impl>(info, log(), start_time, std::move(started.handle),
                                              std::move(started.finish)));
   }
 
@@ -149,7 +153,15 @@ class FlatGroup : public Group {
   std::unique_ptr<JobStore> job_;  // outlives the transport (null for one rank)
   std::unique_ptr<Transport> transport_;
   c10::intrusive_ptr<c10d::Store> store_;
+  GroupOptions options_;
 };
+
+// `group`, told the options it was made with.
+std::unique_ptr<FlatGroup> made_with(std::unique_ptr<FlatGroup> group,
+                                     const GroupOptions& options) {
+  group->set_options(options);
+  return group;
+}
 
 // The shared-memory transport when every rank of `info` is on this host (unless Gloo is asked
 // for); across hosts the hierarchical transport when the layout allows, else Gloo; `store` is the
@@ -166,8 +178,10 @@ std::unique_ptr<Group> join(const RendezvousInfo& info, c10::intrusive_ptr<c10d:
   const LinkClass link = one_host ? LinkClass::kIntraNode : LinkClass::kCrossNode;
   if (one_host && options.transport != TransportKind::kGloo) {
     try {
-      return std::make_unique<FlatGroup>(info, make_shm_transport(info, store, options.timeout),
-                                         link, store, std::move(job));
+      return made_with(
+          std::make_unique<FlatGroup>(info, make_shm_transport(info, store, options.timeout), link,
+                                      store, std::move(job)),
+          options);
     } catch (const ShmUnavailable& e) {
       if (options.transport == TransportKind::kShm) throw;
       log::warn("shared-memory transport unavailable, using Gloo: ", e.what());
@@ -175,9 +189,12 @@ std::unique_ptr<Group> join(const RendezvousInfo& info, c10::intrusive_ptr<c10d:
   }
   if (one_host) {
     auto transport = make_gloo_transport(info, store, options.timeout);
-    return std::make_unique<FlatGroup>(info, std::move(transport), link, store, std::move(job));
+    return made_with(
+        std::make_unique<FlatGroup>(info, std::move(transport), link, store, std::move(job)),
+        options);
   }
-  auto group = std::make_unique<FlatGroup>(info, nullptr, std::nullopt, store, std::move(job));
+  auto group = made_with(
+      std::make_unique<FlatGroup>(info, nullptr, std::nullopt, store, std::move(job)), options);
   const PeerTiming peers{&group->log(), job_rank_of};
   std::unique_ptr<Transport> hierarchical;
   if (options.transport == TransportKind::kAuto) {
@@ -212,6 +229,11 @@ const char* to_string(TransportKind kind) {
   return "?";
 }
 
+GroupOptions options_of(const Group& group) {
+  auto* flat = dynamic_cast<const FlatGroup*>(&group);
+  return flat != nullptr ? flat->options() : GroupOptions{};
+}
+
 const char* transport_name(const Group& group) {
   auto* flat = dynamic_cast<const FlatGroup*>(&group);
   return flat != nullptr ? flat->transport() : "?";
@@ -230,7 +252,8 @@ std::unique_ptr<Group> create_group(const RendezvousInfo& info, const GroupOptio
   DS_CHECK(options.timeout.count() > 0, CommError, "Group::create: timeout must be positive, got ",
            options.timeout.count(), " ms");
   if (info.world_size == 1) {
-    return std::make_unique<FlatGroup>(info, make_local_transport(), LinkClass::kIntraNode);
+    return made_with(
+        std::make_unique<FlatGroup>(info, make_local_transport(), LinkClass::kIntraNode), options);
   }
   auto job = connect_store(info, options.timeout);
   const auto store = job->store();
@@ -264,7 +287,8 @@ std::unique_ptr<Group> create_subgroup(const Group& world, const std::vector<int
   sub.local_world_size = 0;
   for (int m : members) sub.local_world_size += m / per_host == host ? 1 : 0;
   if (sub.world_size == 1) {
-    return std::make_unique<FlatGroup>(sub, make_local_transport(), LinkClass::kIntraNode);
+    return made_with(
+        std::make_unique<FlatGroup>(sub, make_local_transport(), LinkClass::kIntraNode), options);
   }
   auto* flat = dynamic_cast<const FlatGroup*>(&world);
   DS_CHECK(flat != nullptr && flat->store(), CommError, where,

@@ -22,6 +22,10 @@ const char* to_string(TransportKind kind);
 struct GroupOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // rendezvous and every collective
   TransportKind transport = TransportKind::kAuto;
+  // The comm log the group's collectives are recorded in (null: the group's own), which must
+  // outlive the group: the groups an engine makes inside the job's group (MiCS's) record into the
+  // job group's log, where the comms logger and metrics.jsonl read the job's traffic.
+  CommLog* record_in = nullptr;
 };
 
 std::unique_ptr<Group> create_group(const RendezvousInfo& info, const GroupOptions& options);
@@ -34,6 +38,9 @@ std::unique_ptr<Group> create_group(const RendezvousInfo& info, const GroupOptio
 // shared-memory segment are its own. One member: a local group. Throws CommError naming the group.
 std::unique_ptr<Group> create_subgroup(const Group& world, const std::vector<int>& members,
                                        const std::string& name, const GroupOptions& options);
+
+// The options `group` was made with (defaults for a group not made by create_group/subgroup).
+GroupOptions options_of(const Group& group);
 
 // The transport a group runs on: "local" (one rank), "gloo" or "shm".
 const char* transport_name(const Group& group);
