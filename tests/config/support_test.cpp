@@ -178,8 +178,8 @@ TEST(Unsupported, AllFeaturesOfAConfigAreListed) {
   EXPECT_EQ(unsupported({{"sparse_gradients", true},
                          {"bf16", {{"enabled", true}, {"bf16_master_weights_and_grads", true}}},
                          {"wandb", {{"enabled", true}}}}),
-            std::vector<std::string>({"not supported yet: sparse_gradients",
-                                      "not supported yet: bf16.bf16_master_weights_and_grads",
+            std::vector<std::string>({"not supported yet: bf16.bf16_master_weights_and_grads",
+                                      "not supported yet: sparse_gradients",
                                       "not supported yet: wandb.enabled=true (Weights & Biases "
                                       "is a network service; use tensorboard or csv_monitor)"}));
 }

@@ -93,25 +93,25 @@ TEST(MicsTrain, HierarchicalGatherInsideOneNodeIsRefused) {
 }
 
 // Trains `steps` steps with `ranks` ranks (global batch 12: micro 12 / ranks).
-struct Run {
+struct TrainRun {
   int status = 0;
   std::string output;
   std::vector<nlohmann::json> metrics;
 };
-Run train(const TempDir& dir, const std::string& data, const std::string& name, int ranks,
-          int64_t steps, const std::string& extra) {
+TrainRun train(const TempDir& dir, const std::string& data, const std::string& name, int ranks,
+               int64_t steps, const std::string& extra) {
   const std::string run_dir = dir.file("run_" + name);
   const std::string config = dir.file(name + ".json");
   write_file(config, tiny_run_config(data, run_dir, 12 / ranks, 1, steps, extra));
   const auto r = run_ranks(ranks, deepshard_exe(), {"train", "--config", config}, 300);
-  Run out{r.exit_status, r.output, {}};
+  TrainRun out{r.exit_status, r.output, {}};
   if (fs::exists(run_dir + "/metrics.jsonl")) out.metrics = read_metrics(run_dir);
   return out;
 }
 
-RunLosses losses(std::initializer_list<const Run*> runs) {
+RunLosses losses(std::initializer_list<const TrainRun*> runs) {
   RunLosses out;
-  for (const Run* r : runs)
+  for (const TrainRun* r : runs)
     for (const auto& m : r->metrics) out.losses.push_back(m.at("loss").get<double>());
   return out;
 }
@@ -120,11 +120,12 @@ TEST(MicsCheckpoint, ResumesExactlyAndReshardsToPlainStage3) {
   TempDir dir;
   const std::string data = make_token_file(dir);
   const std::string ckpt = dir.file("ckpt");
-  const Run reference = train(dir, data, "ref", 1, 20, R"({"zero_optimization": {"stage": 0}})");
+  const TrainRun reference =
+      train(dir, data, "ref", 1, 20, R"({"zero_optimization": {"stage": 0}})");
   ASSERT_EQ(reference.status, 0) << reference.output;
-  const Run full = train(dir, data, "full", 4, 20, mics(2));
+  const TrainRun full = train(dir, data, "full", 4, 20, mics(2));
   ASSERT_EQ(full.status, 0) << full.output;
-  const Run first =
+  const TrainRun first =
       train(dir, data, "first", 4, 10, mics(2, {{"checkpoint_dir", ckpt}, {"save_interval", 10}}));
   ASSERT_EQ(first.status, 0) << first.output;
   ASSERT_TRUE(fs::exists(ckpt + "/step10/manifest.json"));
@@ -133,7 +134,7 @@ TEST(MicsCheckpoint, ResumesExactlyAndReshardsToPlainStage3) {
   EXPECT_EQ(manifest.at("world_size").get<int>(), 4);
   EXPECT_EQ(manifest.at("zero_stage").get<int>(), 3);
 
-  const Run resumed =
+  const TrainRun resumed =
       train(dir, data, "resumed", 4, 20, mics(2, {{"checkpoint_dir", ckpt}, {"resume", "auto"}}));
   ASSERT_EQ(resumed.status, 0) << resumed.output;
   ASSERT_EQ(full.metrics.size(), 20u);
@@ -149,8 +150,8 @@ TEST(MicsCheckpoint, ResumesExactlyAndReshardsToPlainStage3) {
   const RunLosses ref = losses({&reference});
   expect_same_losses(losses({&full}), ref, "MiCS N=4 shard 2 vs 1 rank");
   for (int ranks : {2, 3}) {
-    const Run plain = train(dir, data, "plain" + std::to_string(ranks), ranks, 20,
-                            mics(0, {{"resume", ckpt + "/step10"}}));
+    const TrainRun plain = train(dir, data, "plain" + std::to_string(ranks), ranks, 20,
+                                 mics(0, {{"resume", ckpt + "/step10"}}));
     ASSERT_EQ(plain.status, 0) << plain.output;
     expect_same_losses(losses({&first, &plain}), ref,
                        "MiCS N=4 shard 2 -> plain stage 3 N=" + std::to_string(ranks));
