@@ -3,7 +3,10 @@
 //  - mics_shard_size 2 (a shard group per node) reproduces plain stage 3's losses within 1e-6
 //    relative, and moves fewer bytes across nodes per step: only the gradient shards' all-reduce
 //    over the replica groups crosses (the parameter all-gathers and gradient reduce-scatters stay
-//    inside the node), so the cross-node bytes are at most 0.5x plain stage 3's;
+//    inside the node). Counted as payload per rank, plain stage 3 hands the cross-node link about
+//    P/4 of gathers (each block gathered once a step: the default reuse distance keeps it from its
+//    forward to its backward) and P/2 of reduce-scatter, MiCS the P/2 gradient shard: about 2/3;
+//    the bound is 0.8 (the ratio is printed);
 //  - mics_shard_size 4 with mics_hierarchical_params_gather (one shard group spanning both nodes,
 //    its gathers in two hops) reproduces them too, and hands fewer bytes to the cross-node link
 //    than the same shard group flat (without the key).
@@ -87,7 +90,7 @@ TEST(MicsCluster, ShardGroupsPerNodeReproducePlainStage3AndCrossLess) {
   ASSERT_GT(plain.cross, 0);
   const double ratio = mics.cross / plain.cross;
   std::printf("MiCS shard size 2: cross-node bytes per step %.3fx plain stage 3's\n", ratio);
-  EXPECT_LE(ratio, 0.5);
+  EXPECT_LE(ratio, 0.8);
   EXPECT_GT(mics.cross, 0) << "the gradient all-reduce over the replica groups crosses nodes";
 
   const ClusterRun two_hop = train_on_cluster(
