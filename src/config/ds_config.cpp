@@ -144,6 +144,7 @@ DsConfig parse_ds_config(const nlohmann::json& json, const ResolveContext& conte
   }
   check_precision_request(context, config, diag);
   check_consistency(config, diag);
+  check_mics(config, context.dp_world_size, model_ranks, diag);
   if (diag.error_count() == 0) {
     for (const auto& [path, message] : ignored_key_warnings(config)) diag.warn(path, message);
   }

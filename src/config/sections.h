@@ -75,4 +75,9 @@ void resolve_batch(const BatchInputs& in, int64_t dp_world_size, DsConfig& confi
 // DeepSpeed's cross-section assertions (fp16 with bf16, offload ratio and stage, ...).
 void check_consistency(const DsConfig& config, Diagnostics& diag);
 
+// MiCS's keys against the stage, the job's data-parallel ranks and the other ZeRO features
+// (mics_check.cpp).
+void check_mics(const DsConfig& config, int64_t dp_world_size, int64_t model_ranks,
+                Diagnostics& diag);
+
 }  // namespace deepshard::config::detail

@@ -45,8 +45,6 @@ const Row kUnsupported[] = {
     {"zero_optimization.zero_quantized_weights", [](const DsConfig& c) { return flag(c.zero.zero_quantized_weights); }},
     {"zero_optimization.zero_quantized_nontrainable_weights", [](const DsConfig& c) { return flag(c.zero.zero_quantized_nontrainable_weights); }},
     {"zero_optimization.zero_quantized_gradients", [](const DsConfig& c) { return flag(c.zero.zero_quantized_gradients); }},
-    {"zero_optimization.mics_shard_size", [](const DsConfig& c) { return show_if(c.zero.mics_shard_size > 0, std::to_string(c.zero.mics_shard_size)); }},
-    {"zero_optimization.mics_hierarchical_params_gather", [](const DsConfig& c) { return flag(c.zero.mics_hierarchical_params_gather); }},
     // precision (fp16 and bf16 train with fp32 master weights and fp32 gradient accumulation)
     {"fp16.auto_cast", [](const DsConfig& c) { return flag(c.fp16.enabled && c.fp16.auto_cast); }},
     {"fp16.fp16_master_weights_and_grads", [](const DsConfig& c) { return flag(c.fp16.enabled && c.fp16.fp16_master_weights_and_grads); }},

@@ -20,10 +20,18 @@ namespace deepshard::zero {
 Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const config::DsConfig& config,
                            comm::Group& group, PartitionedBuild* build)
     : EngineBase(std::move(model), config, group),
+      mics_(MicsGroups::create(group, config.zero)),
+      shard_group_(mics_ ? mics_->shard() : group),
       declared_(declared_plan(*model_)),
       plan_(resolve_units(*model_, declared_)) {
   // The full parameter storage the units replace must leave the process (storage_resize.h).
   return_large_frees_to_os();
+  if (mics_) {
+    DS_CHECK(build == nullptr, ConfigError,
+             "zero_optimization.mics_shard_size with a model built under zero.Init (partitioned "
+             "over the whole group as it was built): not supported yet; build the model whole");
+    mics_->broadcast_parameters(*model_);
+  }
   create_units(build);
   place_slices();
   create_optimizer();
@@ -41,7 +49,7 @@ void Stage3Engine::create_units(PartitionedBuild* build) {
     if (unit != nullptr) {
       unit->adopt(spec.name, spec.params);
     } else {
-      unit = std::make_unique<Stage3Unit>(spec.name, std::move(spec.params), group_.size());
+      unit = std::make_unique<Stage3Unit>(spec.name, std::move(spec.params), shard_group_.size());
     }
     num_parameters_ += unit->numel();
     units_.push_back(std::move(unit));
@@ -52,22 +60,22 @@ void Stage3Engine::place_slices() {
   low_precision_params_ = units_[0]->options().dtype() != at::kFloat;
   log_offload_notes(config_, units_[0]->options().device(), comm::job_rank(group_.info()));
   std::vector<bool> persistent = persistent_units(units_, config_.zero);
-  slices_ = std::make_unique<SliceStore>(units_, persistent, config_, group_, ledger_);
+  slices_ = std::make_unique<SliceStore>(units_, persistent, config_, shard_group_, ledger_);
   if (config_.zero.zero_hpz_partition_size > 1) {
-    secondary_ = std::make_unique<SecondaryPartitions>(group_, config_.zero.zero_hpz_partition_size,
-                                                       units_.size(), ledger_);
+    secondary_ = std::make_unique<SecondaryPartitions>(
+        shard_group_, config_.zero.zero_hpz_partition_size, units_.size(), ledger_);
   }
   coordinator_ =
       std::make_unique<UnitCoordinator>(units_, std::move(persistent), *slices_, config_.zero,
-                                        group_, ledger_, unit_names(), secondary_.get());
+                                        shard_group_, ledger_, unit_names(), secondary_.get());
   for (size_t u = 0; u < units_.size(); ++u) {
-    slices_->place(u, prebuilt_[u], group_);
+    slices_->place(u, prebuilt_[u], shard_group_);
     coordinator_->settle(u, prebuilt_[u]);
   }
 }
 
 void Stage3Engine::create_optimizer() {
-  const int rank = group_.rank();
+  const int rank = shard_group_.rank();
   const int64_t shard_numel = slices_->shard_numel();
   const auto options = units_[0]->options().requires_grad(false);
   const config::OffloadConfig& offload_opt = config_.zero.offload_optimizer;
@@ -98,7 +106,7 @@ void Stage3Engine::create_optimizer() {
     }
     place_state(MemoryCategory::kMasterWeights, 4);
   }
-  reducer_ = std::make_unique<GradReducer>(units_, *slices_, config_, group_, ledger_);
+  reducer_ = std::make_unique<GradReducer>(units_, *slices_, config_, shard_group_, ledger_);
 
   std::vector<optim::ParamRange> ranges;
   for (size_t u = 0; u < units_.size(); ++u) {
@@ -174,6 +182,13 @@ int64_t Stage3Engine::persistent_parameters() const {
   return n;
 }
 
+void Stage3Engine::set_model_parallel(ModelParallelAxis axis) {
+  DS_CHECK(!mics_, ConfigError,
+           "zero_optimization.mics_shard_size with model parallelism (tensor_parallel.size > 1 "
+           "or pipeline.stages > 1): not supported yet");
+  EngineBase::set_model_parallel(std::move(axis));
+}
+
 int64_t Stage3Engine::largest_unit_parameters() const {
   int64_t n = 0;
   for (const auto& u : units_) n = std::max(n, u->numel());
@@ -226,13 +241,15 @@ void Stage3Engine::reduce_unit(size_t u) {
   reducer_->finish_unless_overlapping();
 }
 
-void Stage3Engine::after_backward(bool) {
+void Stage3Engine::after_backward(bool boundary) {
   // Units whose gradients did not all arrive (unused parameters, or a failed backward), in unit
   // order on every rank.
   for (size_t u = 0; u < units_.size(); ++u) {
     if (!reducer_->reduced(u)) reduce_unit(u);
   }
   reducer_->finish_all();
+  // MiCS: the window's gradient shard averaged over the replicas of this shard.
+  if (boundary && mics_) mics_->average_gradients(reducer_->grad_shard());
   in_backward_ = false;
   // Nothing stays gathered into the step but persistent units (a prefetch the pass never used,
   // after a departure from the trace).
@@ -243,14 +260,14 @@ void Stage3Engine::after_backward(bool) {
 at::Tensor Stage3Engine::reduced_grads() { return reducer_->grad_shard(); }
 
 double Stage3Engine::global_grad_norm(const at::Tensor& reduced) {
-  return sharded_l2_norm(group_, reduced);
+  return sharded_l2_norm(shard_group_, reduced);
 }
 
 std::vector<EngineBase::GradPiece> Stage3Engine::reduced_pieces() const {
   // Every unit's slice of this rank, piece by piece (as state_view maps them).
   std::vector<GradPiece> pieces;
   for (size_t u = 0; u < units_.size(); ++u) {
-    for (const OwnedPiece& p : units_[u]->slice_pieces(group_.rank())) {
+    for (const OwnedPiece& p : units_[u]->slice_pieces(shard_group_.rank())) {
       pieces.push_back(
           {&units_[u]->params()[p.slot].name, slices_->slice_offset(u) + p.shard_offset, p.numel});
     }
@@ -287,6 +304,8 @@ void Stage3Engine::update_parameters(const UpdateRates& rates, float grad_factor
 void Stage3Engine::zero_grads() { reducer_->zero(); }
 
 std::vector<EngineBase::StatePiece> Stage3Engine::state_view(StateUse use) {
+  // MiCS: every replica holds the same state; replica group 0 writes it.
+  if (use == StateUse::kSave && mics_ && !mics_->writes_checkpoint()) return {};
   // nvme: the whole shard's state in RAM for the checkpoint's duration (released at the next step).
   if (swapped_) {
     const int64_t numel = slices_->shard_numel();
@@ -303,7 +322,7 @@ std::vector<EngineBase::StatePiece> Stage3Engine::state_view(StateUse use) {
   // The pieces of every unit's slice, as element ranges of the parameters.
   std::vector<StatePiece> out;
   for (size_t u = 0; u < units_.size(); ++u) {
-    for (const OwnedPiece& p : units_[u]->slice_pieces(group_.rank())) {
+    for (const OwnedPiece& p : units_[u]->slice_pieces(shard_group_.rank())) {
       const FlatParamEntry& e = units_[u]->params()[p.slot];
       const int64_t offset = slices_->slice_offset(u) + p.shard_offset;
       out.push_back({e.name, p.param_begin, p.param_begin + p.numel,

@@ -20,6 +20,9 @@
 // consecutive ranks, which its later gathers read until the next update (secondary_partition.h).
 // A model built under zero.Init (partitioned_build.h) brings its blocks as released units with
 // their slices; the engine adopts them instead of partitioning full blocks.
+// MiCS (zero_optimization.mics_shard_size, zero/stage3/mics_groups.h): everything above runs over
+// the shard group instead of the whole group, and the gradient shard is averaged over the replica
+// group at the accumulation boundary; replica group 0 writes the checkpoints' pieces.
 #pragma once
 
 #include <functional>
@@ -31,6 +34,7 @@
 #include "zero/engine_base.h"
 #include "zero/stage3/coordinator.h"
 #include "zero/stage3/grad_reducer.h"
+#include "zero/stage3/mics_groups.h"
 #include "zero/stage3/secondary_partition.h"
 #include "zero/stage3/slice_store.h"
 #include "zero/stage3/unit.h"
@@ -53,6 +57,7 @@ class Stage3Engine : public EngineBase {
   void with_full_parameters(const std::function<void()>& fn) override;
   int64_t persistent_parameters() const override;
   int64_t largest_unit_parameters() const override;
+  void set_model_parallel(ModelParallelAxis axis) override;
 
  protected:
   void before_backward(bool boundary) override;
@@ -88,6 +93,9 @@ class Stage3Engine : public EngineBase {
   // Reduce-scatter the unit's gradients into its slice of the gradient shard and release the unit.
   void reduce_unit(size_t u);
 
+  std::unique_ptr<MicsGroups> mics_;  // MiCS's groups (null: plain stage 3)
+  // The group the units are partitioned over: MiCS's shard group, else the engine's group.
+  comm::Group& shard_group_;
   sharding::ShardingPlan declared_;  // the model's own declaration (its UnitCalls)
   UnitPlan plan_;
   int wrapper_id_ = 0;  // of run_unit in the model's UnitCalls
