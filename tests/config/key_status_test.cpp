@@ -122,7 +122,7 @@ TEST(KeyStatus, ANonDefaultValueDoesWhatTheRowSays) {
   }
   std::printf("%d warned and %d refused keys checked with a non-default value\n", warned, refused);
   EXPECT_GT(warned, 20);
-  EXPECT_GT(refused, 15);
+  EXPECT_GE(refused, 15);  // the table's refused keys that take a non-default value (hpZ and MiCS act)
 }
 
 TEST(KeyStatus, DefaultsDrawNoIgnoredKeyWarning) {
