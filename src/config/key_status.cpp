@@ -93,7 +93,7 @@ const std::vector<KeyRow> kTable = {
     {"zero_optimization.zero_quantized_nontrainable_weights", S::kRefused, ""},
     {"zero_optimization.zero_quantized_gradients", S::kRefused, ""},
     {"zero_optimization.mics_shard_size", S::kDoes, ""},  // MiCS at stage 3 (zero.md)
-    {"zero_optimization.mics_hierarchical_params_gather", S::kDoes, ""},  // MiCS's 2-hop gather
+    {"zero_optimization.mics_hierarchical_params_gather", S::kWarned, "the shard group's parameter gather is not 2-hop yet"},
     {"aio.", S::kDoes, ""},  // NVMe swapping (io layer)
     {"aio.use_gds", S::kWarned, "GPUDirect Storage needs a GPU; swapping goes through host memory"},
     // activation checkpointing

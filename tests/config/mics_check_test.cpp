@@ -30,7 +30,10 @@ TEST(MicsConfig, ShardSizeDividingTheJobIsAcceptedAndImplemented) {
     EXPECT_EQ(p.config.zero.mics_shard_size, shard);
     EXPECT_TRUE(p.config.zero.mics_hierarchical_params_gather);
     EXPECT_TRUE(unsupported_features(p.config).empty()) << world << " ranks, shard " << shard;
-    EXPECT_FALSE(any_contains(p.warnings, "mics")) << world << " ranks, shard " << shard;
+    EXPECT_FALSE(any_contains(p.warnings, "mics_shard_size")) << world << " ranks, shard " << shard;
+    // The 2-hop gather is not in effect yet: the key warns naming itself.
+    EXPECT_TRUE(any_contains(p.warnings, "mics_hierarchical_params_gather: the shard group's"))
+        << world << " ranks, shard " << shard;
   }
 }
 
