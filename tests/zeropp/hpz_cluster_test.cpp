@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "zeropp/cluster_run.h"
+#include "support/cluster_run.h"
 
 namespace deepshard::testing {
 namespace {

@@ -1,5 +1,5 @@
-// The ZeRO++ cluster tests' run: the tiny GPT trained with a run config on every node of an
-// emulated cluster (2 ranks per node), read back from rank 0's run folder.
+// The cluster tests' training run (hpZ, MiCS): the tiny GPT trained with a run config on every node
+// of an emulated cluster (2 ranks per node), read back from rank 0's run folder.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@ namespace deepshard::testing {
 struct ClusterRun {
   RunLosses losses;        // empty when a node failed (the test has failed then)
   double cross_bytes = 0;  // rank 0's cross-node bytes over the run (metrics.jsonl)
+  double intra_bytes = 0;  // rank 0's intra-node bytes over the run
   nlohmann::json summary;  // rank 0's summary.json
 };
 
@@ -40,8 +41,10 @@ inline ClusterRun train_tiny_on_cluster(const EmulatedCluster& cluster, const Te
     if (run.exit_status != 0) return out;
   }
   out.losses = losses_of(dir.file(name), output);
-  for (const auto& record : read_metrics(dir.file(name)))
+  for (const auto& record : read_metrics(dir.file(name))) {
     out.cross_bytes += record.at("comm_bytes_cross_node").get<double>();
+    out.intra_bytes += record.at("comm_bytes_intra_node").get<double>();
+  }
   out.summary = nlohmann::json::parse(read_file(dir.file(name) + "/summary.json"));
   return out;
 }
