@@ -10,8 +10,8 @@
 
 #include <cstdlib>
 
-#include "deepshard/optim/adam.h"
-#include "deepshard/platform/kernel_isa.h"
+#include "optim/adam.h"
+#include "platform/kernel_isa.h"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include "deepshard/kernels/bf16_compute.h"
-#include "deepshard/kernels/linear.h"
+#include "kernels/bf16_compute.h"
+#include "kernels/linear.h"
 
 namespace {
 

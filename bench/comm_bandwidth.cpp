@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "deepshard/comm/group.h"
-#include "deepshard/comm/transport_options.h"
+#include "comm/transport_options.h"
 
 namespace {
 

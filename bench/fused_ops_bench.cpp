@@ -10,9 +10,9 @@
 #include <cmath>
 #include <limits>
 
-#include "deepshard/kernels/causal_attention.h"
-#include "deepshard/kernels/fused_ops.h"
-#include "deepshard/platform/heap_policy.h"
+#include "kernels/causal_attention.h"
+#include "kernels/fused_ops.h"
+#include "platform/heap_policy.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include "deepshard/kernels/linear.h"
+#include "kernels/linear.h"
 
 namespace {
 

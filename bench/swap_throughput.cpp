@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "deepshard/io/aligned_buffer.h"
-#include "deepshard/io/async_io.h"
-#include "deepshard/io/swap_file.h"
+#include "io/aligned_buffer.h"
+#include "io/async_io.h"
+#include "io/swap_file.h"
 
 using namespace deepshard::io;
 

@@ -2,7 +2,8 @@
 # headers of the layers it may depend on (the DEPS of ds_layer in CMakeLists.txt, transitively),
 # public ("deepshard/<layer>/...") and private ("<layer>/..." under src/) alike, in every subfolder
 # (an architecture's src/models/<arch>/). zero neither links nor includes models (models are users
-# of the sharding API, never known to zero); checkpoint knows no model either.
+# of the sharding API, never known to zero); checkpoint knows no model either. Public headers
+# include only public headers, and there are at most 25 of them.
 #   cmake -DSOURCE_DIR=<repository> -P cmake/check_layering.cmake
 cmake_minimum_required(VERSION 3.20)
 set(allowed_util util)
@@ -57,7 +58,25 @@ foreach(layer ${layers})
     endforeach()
   endforeach()
 endforeach()
+# The public headers (include/deepshard/) are what users call: they include only each other, so
+# an installed package needs nothing of src/, and they stay few.
+set(max_public_headers 25)
+file(GLOB_RECURSE public_headers ${SOURCE_DIR}/include/deepshard/*.h)
+list(LENGTH public_headers public_count)
+if(public_count GREATER max_public_headers)
+  string(APPEND problems "\n  include/deepshard/ has ${public_count} headers (at most "
+         "${max_public_headers}: what users call; the rest belongs under src/)")
+endif()
+foreach(f ${public_headers})
+  file(STRINGS ${f} includes REGEX "^#include \"[a-z_]+/")
+  foreach(line ${includes})
+    if(line MATCHES "^#include \"([a-z_]+)/" AND CMAKE_MATCH_1 IN_LIST layers)
+      file(RELATIVE_PATH rel ${SOURCE_DIR} ${f})
+      string(APPEND problems "\n  ${rel}: ${line} (a public header includes only public headers)")
+    endif()
+  endforeach()
+endforeach()
 if(problems)
   message(FATAL_ERROR "layering violations:${problems}")
 endif()
-message(STATUS "layering: every include points to an allowed layer")
+message(STATUS "layering: every include points to an allowed layer; ${public_count} public headers")

@@ -1,7 +1,7 @@
 // ActivationMeter (see activation_meter.h): a c10::MemoryReportingInfoBase installed as the
 // thread's PROFILER_STATE debug info, so that c10's ProfiledCPUMemoryReporter forwards every host
 // allocation (size > 0) and free (size < 0) to it.
-#include "deepshard/activation/activation_meter.h"
+#include "activation/activation_meter.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>

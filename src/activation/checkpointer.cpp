@@ -1,7 +1,7 @@
 // Checkpointer (see checkpoint.h): its options, the pass scope that makes it the thread's active
 // checkpointer, and the profile's times.
+#include "activation/checkpoint.h"
 #include "activation/checkpointer_state.h"
-#include "deepshard/activation/checkpoint.h"
 #include "deepshard/comm/group.h"
 #include "deepshard/util/error.h"
 

@@ -6,8 +6,8 @@
 #include <mutex>
 #include <vector>
 
+#include "activation/checkpoint.h"
 #include "activation/kept_input.h"
-#include "deepshard/activation/checkpoint.h"
 
 namespace deepshard::activation {
 

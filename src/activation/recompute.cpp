@@ -10,13 +10,13 @@
 
 #include <chrono>
 
+#include "activation/activation_meter.h"
+#include "activation/checkpoint.h"
 #include "activation/checkpointer_state.h"
 #include "activation/kept_input.h"
 #include "activation/rng_state.h"
-#include "deepshard/activation/activation_meter.h"
-#include "deepshard/activation/checkpoint.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::activation {
 namespace {

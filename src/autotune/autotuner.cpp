@@ -1,9 +1,9 @@
-// run_autotuning (include/deepshard/autotune/autotuner.h): the tuning session. In order: the
+// run_autotuning (src/autotune/autotuner.h): the tuning session. In order: the
 // profile run (model facts for the memory prediction), the user's config as given (the baseline
 // every result is compared with), each stage's micro-batch sizes (pruned by the prediction, the
 // largest that fits added), in the non-fast mode each stage's knobs through the configured search
 // (search.h), then the best configuration's files and, with "run", the training.
-#include "deepshard/autotune/autotuner.h"
+#include "autotune/autotuner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -23,10 +23,10 @@
 #include "autotune/tuning_knobs.h"
 #include "autotune/tuning_space.h"
 #include "autotune/user_job.h"
-#include "deepshard/config/autotuning_config.h"
+#include "config/autotuning_config.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/config/parallel_config.h"
-#include "deepshard/models/registry.h"
+#include "models/registry.h"
 #include "deepshard/util/error.h"
 #include "util/fault_injection.h"
 

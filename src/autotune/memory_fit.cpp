@@ -5,10 +5,10 @@
 #include <fstream>
 
 #include "autotune/trial_runner.h"
-#include "deepshard/models/registry.h"
 #include "deepshard/train/model_factory.h"
 #include "deepshard/util/error.h"
-#include "deepshard/zero/estimator.h"
+#include "models/registry.h"
+#include "zero/estimator.h"
 
 namespace deepshard::autotune {
 namespace {

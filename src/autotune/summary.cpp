@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <map>
 
-#include "deepshard/monitor/autotuning_report.h"
+#include "monitor/autotuning_report.h"
 
 namespace deepshard::autotune {
 

@@ -15,8 +15,8 @@
 #include <sstream>
 
 #include "autotune/process_tree_memory.h"
-#include "deepshard/launch/launcher.h"
-#include "deepshard/launch/subprocess.h"
+#include "launch/launcher.h"
+#include "launch/subprocess.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::autotune {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "autotune/experiment.h"
-#include "deepshard/config/autotuning_config.h"
+#include "config/autotuning_config.h"
 
 namespace deepshard::autotune {
 

@@ -12,7 +12,7 @@
 
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/shard_file.h"
-#include "deepshard/checkpoint/tag_directory.h"
+#include "checkpoint/tag_directory.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::checkpoint {

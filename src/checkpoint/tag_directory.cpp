@@ -1,5 +1,5 @@
 // Tag directories: fill a .tmp directory, fsync, rename, then replace `latest` atomically.
-#include "deepshard/checkpoint/tag_directory.h"
+#include "checkpoint/tag_directory.h"
 
 #include <fcntl.h>
 #include <unistd.h>

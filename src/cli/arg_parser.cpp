@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "deepshard/util/error.h"
-#include "deepshard/util/strings.h"
+#include "util/strings.h"
 
 namespace deepshard::cli {
 

@@ -9,9 +9,9 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "deepshard/config/loader.h"
-#include "deepshard/models/registry.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/strings.h"
+#include "models/registry.h"
+#include "util/strings.h"
 
 namespace deepshard::cli {
 

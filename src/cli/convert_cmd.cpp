@@ -11,9 +11,9 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "deepshard/checkpoint/engine_checkpoint.h"
-#include "deepshard/models/hf_weights.h"
-#include "deepshard/models/registry.h"
 #include "deepshard/util/error.h"
+#include "models/hf_weights.h"
+#include "models/registry.h"
 
 namespace deepshard::cli {
 namespace {

@@ -1,14 +1,13 @@
-// The deepshard executable's dispatch (run_cli): to the subcommands declared in commands.h. The
-// only place that catches deepshard errors: it prints them (with usage for UsageError) and returns
-// non-zero.
+// The deepshard executable's dispatch (run_cli): to the subcommands declared in commands.h, each
+// run through run_guarded (guarded_command.h), which prints errors (with usage for UsageError) and
+// returns non-zero.
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/guarded_command.h"
 #include "cli/process_options.h"
-#include "deepshard/util/error.h"
 
 namespace {
 
@@ -48,17 +47,10 @@ int deepshard::cli::run_cli(int argc, char** argv) {
   }
   for (const auto& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
-    try {
+    return deepshard::cli::run_guarded(c.name, [&] {
       deepshard::cli::apply_process_options(deepshard::cli::process_options());
       return c.run(deepshard::cli::Args(argv + 2, argv + argc));
-    } catch (const deepshard::UsageError& e) {
-      std::fprintf(stderr, "deepshard %s: %s\n(see: deepshard %s --help)\n", c.name, e.what(),
-                   c.name);
-      return 2;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "deepshard %s: error: %s\n", c.name, e.what());
-      return 1;
-    }
+    });
   }
   std::fprintf(stderr, "deepshard: unknown command '%s'\n\n", argv[1]);
   print_usage(stderr);

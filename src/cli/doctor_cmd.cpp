@@ -10,13 +10,13 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "cli/process_options.h"
-#include "deepshard/kernels/bf16_compute.h"
-#include "deepshard/platform/blas_kernels.h"
-#include "deepshard/platform/cpu_info.h"
-#include "deepshard/platform/dnnl_sgemm.h"
-#include "deepshard/platform/kernel_isa.h"
-#include "deepshard/train/matmul_peak.h"
 #include "deepshard/util/error.h"
+#include "kernels/bf16_compute.h"
+#include "platform/blas_kernels.h"
+#include "platform/cpu_info.h"
+#include "platform/dnnl_sgemm.h"
+#include "platform/kernel_isa.h"
+#include "train/matmul_peak.h"
 
 namespace deepshard::cli {
 namespace {

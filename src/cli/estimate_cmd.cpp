@@ -13,10 +13,10 @@
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "deepshard/config/loader.h"
-#include "deepshard/models/registry.h"
-#include "deepshard/parallel/model_parallel_counts.h"
 #include "deepshard/util/error.h"
-#include "deepshard/zero/estimator.h"
+#include "models/registry.h"
+#include "parallel/model_parallel_counts.h"
+#include "zero/estimator.h"
 
 namespace deepshard::cli {
 namespace {

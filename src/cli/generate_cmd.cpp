@@ -14,13 +14,13 @@
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
+#include "data/tokenizer.h"
 #include "deepshard/checkpoint/engine_checkpoint.h"
 #include "deepshard/config/loader.h"
-#include "deepshard/data/tokenizer.h"
-#include "deepshard/models/hf_weights.h"
-#include "deepshard/models/registry.h"
 #include "deepshard/train/model_factory.h"
 #include "deepshard/util/error.h"
+#include "models/hf_weights.h"
+#include "models/registry.h"
 
 namespace deepshard::cli {
 namespace {

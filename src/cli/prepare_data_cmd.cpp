@@ -6,9 +6,9 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "deepshard/data/corpus.h"
+#include "data/corpus.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/strings.h"
+#include "util/strings.h"
 
 namespace deepshard::cli {
 namespace {

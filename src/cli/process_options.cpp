@@ -5,26 +5,21 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "deepshard/platform/dnnl_sgemm.h"
-#include "deepshard/platform/kernel_isa.h"
+#include "cli/environment.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "platform/dnnl_sgemm.h"
+#include "platform/kernel_isa.h"
+#include "util/log.h"
 #include "zero/stage3/storage_resize.h"
 
 namespace deepshard::cli {
 namespace {
 
-std::optional<std::string> env(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
-
 std::string users_heap_setting() {
   for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"}) {
     if (std::getenv(name) != nullptr) return name;
   }
-  const std::optional<std::string> tunables = env("GLIBC_TUNABLES");
+  const std::optional<std::string> tunables = non_empty_env("GLIBC_TUNABLES");
   if (tunables && tunables->find("glibc.malloc.") != std::string::npos)
     return "GLIBC_TUNABLES (glibc.malloc)";
   return "";
@@ -35,9 +30,9 @@ std::string users_heap_setting() {
 const ProcessOptions& process_options() {
   static const ProcessOptions options = [] {
     ProcessOptions o;
-    o.log_level = env("DEEPSHARD_LOG_LEVEL");
+    o.log_level = non_empty_env("DEEPSHARD_LOG_LEVEL");
     for (const char* name : {"DEEPSHARD_KERNEL_ISA", "DEEPSHARD_ADAM_ISA"}) {
-      std::optional<std::string> value = env(name);
+      std::optional<std::string> value = non_empty_env(name);
       if (!value) continue;
       DS_CHECK(!o.kernel_isa || *o.kernel_isa == *value, UsageError,
                "DEEPSHARD_KERNEL_ISA=", *o.kernel_isa, " and DEEPSHARD_ADAM_ISA=", *value,
@@ -47,16 +42,18 @@ const ProcessOptions& process_options() {
         o.kernel_isa_variable = name;
       }
     }
-    o.bf16_compute = env("DEEPSHARD_BF16_COMPUTE");
-    o.linear = env("DEEPSHARD_LINEAR");
-    o.heap = env("DEEPSHARD_HEAP");
+    o.bf16_compute = non_empty_env("DEEPSHARD_BF16_COMPUTE");
+    o.linear = non_empty_env("DEEPSHARD_LINEAR");
+    o.heap = non_empty_env("DEEPSHARD_HEAP");
     o.users_heap_setting = users_heap_setting();
+    o.blas = blas_environment_from_process();
     return o;
   }();
   return options;
 }
 
 void apply_process_options(const ProcessOptions& options) {
+  platform::record_blas_environment(options.blas);
   if (!options.users_heap_setting.empty()) zero::leave_mmap_threshold_to_user();
   if (options.log_level) {
     const std::optional<log::Level> level = log::parse_level(*options.log_level);

@@ -1,13 +1,15 @@
 // The process's environment knobs, read once by the executable at start: the libraries read no
 // environment variable (the rendezvous's and the launcher's aside). DEEPSHARD_LOG_LEVEL,
 // DEEPSHARD_KERNEL_ISA (DEEPSHARD_ADAM_ISA, its older name, still accepted),
-// DEEPSHARD_BF16_COMPUTE, DEEPSHARD_LINEAR, DEEPSHARD_HEAP and the C library's own heap settings.
+// DEEPSHARD_BF16_COMPUTE, DEEPSHARD_LINEAR, DEEPSHARD_HEAP, the C library's own heap settings and
+// OPENBLAS_CORETYPE (with the marker deepshard sets beside it when it chose the value).
 #pragma once
 
 #include <optional>
 #include <string>
 
-#include "deepshard/platform/heap_policy.h"
+#include "platform/blas_kernels.h"
+#include "platform/heap_policy.h"
 
 namespace deepshard::cli {
 
@@ -25,6 +27,7 @@ struct ProcessOptions {
   // The variable by which the user chose a heap policy already (MALLOC_MMAP_THRESHOLD_,
   // MALLOC_TRIM_THRESHOLD_, MALLOC_TOP_PAD_, a glibc.malloc GLIBC_TUNABLES entry), or "".
   std::string users_heap_setting;
+  platform::BlasEnvironment blas;  // OPENBLAS_CORETYPE, DEEPSHARD_OPENBLAS_CORETYPE_AUTO
 
   platform::HeapRequest heap_request() const {
     return {heap ? heap->c_str() : nullptr, users_heap_setting};
@@ -34,10 +37,10 @@ struct ProcessOptions {
 // The environment's knobs, read on the first call (empty values count as unset).
 const ProcessOptions& process_options();
 
-// Hands the log level, the kernels' instruction-set level, the Linear backend and the user's own
-// heap settings (stage 3's malloc thresholds leave them alone) to their layers (the heap policy and
-// the bf16 compute are `deepshard train`'s). A bad value throws UsageError naming the variable and
-// what it takes.
+// Hands the log level, the kernels' instruction-set level, the Linear backend, the BLAS
+// environment and the user's own heap settings (stage 3's malloc thresholds leave them alone) to
+// their layers (the heap policy and the bf16 compute are `deepshard train`'s). A bad value throws
+// UsageError naming the variable and what it takes.
 void apply_process_options(const ProcessOptions& options);
 
 }  // namespace deepshard::cli

@@ -6,8 +6,8 @@
 
 #include "cli/arg_parser.h"
 #include "cli/commands.h"
-#include "deepshard/monitor/html_report.h"
 #include "deepshard/util/error.h"
+#include "monitor/html_report.h"
 
 namespace deepshard::cli {
 namespace {

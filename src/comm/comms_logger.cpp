@@ -1,5 +1,5 @@
 // Implementation of comms_logger.h.
-#include "deepshard/comm/comms_logger.h"
+#include "comm/comms_logger.h"
 
 #include <algorithm>
 #include <charconv>

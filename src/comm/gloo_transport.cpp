@@ -15,7 +15,7 @@
 #include "comm/primitive_transport.h"
 #include "comm/serial_executor.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/net_address.h"
+#include "util/net_address.h"
 
 namespace deepshard::comm {
 namespace {

@@ -1,6 +1,6 @@
 // Implementation of GradReduction: the cast to the wire dtype and the pre-scaling happen before the
 // collective is issued, the post-scaling and the cast back in complete_next().
-#include "deepshard/comm/grad_reduction.h"
+#include "comm/grad_reduction.h"
 
 #include <ATen/ATen.h>
 

@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "comm/derived_groups.h"
 #include "comm/transport.h"
+#include "comm/transport_options.h"
 #include "comm/work_impl.h"
-#include "deepshard/comm/derived_groups.h"
-#include "deepshard/comm/transport_options.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::comm {
 namespace {

@@ -22,7 +22,7 @@
 #include "comm/serial_executor.h"
 #include "comm/transport.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::comm {
 namespace {

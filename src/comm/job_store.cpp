@@ -14,7 +14,7 @@
 
 #include "comm/job_status.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::comm {
 namespace {

@@ -1,7 +1,7 @@
 // Implementation of PowerSGD (see powersgd.h): the layout (which gradients are compressed, where
 // their P and Q live) is fixed at construction; a step issues three collectives in a fixed order
 // on every rank (uncompressed mean all-reduce, P sum all-reduce, Q mean all-reduce) and blocks.
-#include "deepshard/comm/powersgd.h"
+#include "comm/powersgd.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::comm {
 namespace {

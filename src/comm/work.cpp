@@ -7,7 +7,7 @@
 
 #include "comm/job_status.h"
 #include "comm/work_impl.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::comm {
 namespace {

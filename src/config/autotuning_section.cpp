@@ -1,4 +1,4 @@
-// The `autotuning` section (include/deepshard/config/autotuning_config.h): its schema, read when a
+// The `autotuning` section (src/config/autotuning_config.h): its schema, read when a
 // run's config is parsed (validated and its keys without effect warned; the run itself does not
 // use it) and by the tuner from a config whose other sections may hold tuning lists.
 #include <nlohmann/json.hpp>

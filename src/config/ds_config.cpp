@@ -7,7 +7,7 @@
 #include "config/sections.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::config {
 

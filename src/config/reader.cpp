@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "deepshard/util/error.h"
-#include "deepshard/util/strings.h"
+#include "util/strings.h"
 
 namespace deepshard::config::detail {
 

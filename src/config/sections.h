@@ -6,8 +6,8 @@
 
 #include <optional>
 
+#include "config/autotuning_config.h"
 #include "config/reader.h"
-#include "deepshard/config/autotuning_config.h"
 #include "deepshard/config/ds_config.h"
 #include "deepshard/config/loader.h"
 

@@ -8,9 +8,9 @@
 #include <sstream>
 #include <string_view>
 
-#include "deepshard/data/corpus.h"
+#include "data/corpus.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/strings.h"
+#include "util/strings.h"
 
 namespace deepshard::data {
 namespace {

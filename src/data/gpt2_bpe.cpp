@@ -1,5 +1,5 @@
 // GPT-2's byte-level BPE (gpt2_bpe.h): the files, the pre-tokenisation and the merges.
-#include "deepshard/data/gpt2_bpe.h"
+#include "data/gpt2_bpe.h"
 
 #include <fstream>
 #include <limits>

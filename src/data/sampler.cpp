@@ -1,7 +1,7 @@
 // DistributedSampler: the windows of a step are a pure function of (seed, step, global sample
 // index), hashed with splitmix64, so the global batch does not depend on the number of ranks and
 // any step can be produced without replaying the ones before it (resume).
-#include "deepshard/data/sampler.h"
+#include "data/sampler.h"
 
 #include <ATen/ATen.h>
 

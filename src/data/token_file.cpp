@@ -1,7 +1,7 @@
 // Token files (layout in token_file.h and docs/data.md): atomic writing (temp file, fsync,
 // rename, fsync of the directory) and memory-mapped reading with full validation, so a bad file
 // fails at open with its path and the problem rather than as garbage tokens during training.
-#include "deepshard/data/token_file.h"
+#include "data/token_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,9 +1,9 @@
 // The byte-level tokenizer: each byte of the UTF-8 text is one token (0-255), so encoding is
 // lossless for any input and needs no vocabulary file; and the choice of tokenizer by name or by
 // a model's vocabulary size.
-#include "deepshard/data/tokenizer.h"
+#include "data/tokenizer.h"
 
-#include "deepshard/data/gpt2_bpe.h"
+#include "data/gpt2_bpe.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::data {

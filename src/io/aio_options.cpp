@@ -1,5 +1,5 @@
 // AioOptions checks and names (aio_options.h).
-#include "deepshard/io/aio_options.h"
+#include "io/aio_options.h"
 
 #include <mutex>
 

@@ -1,5 +1,5 @@
 // AlignedBuffer: posix_memalign + optional mlock (aligned_buffer.h).
-#include "deepshard/io/aligned_buffer.h"
+#include "io/aligned_buffer.h"
 
 #include <sys/mman.h>
 
@@ -8,8 +8,8 @@
 #include <new>
 #include <utility>
 
-#include "deepshard/io/aio_options.h"
 #include "deepshard/util/error.h"
+#include "io/aio_options.h"
 
 namespace deepshard::io {
 

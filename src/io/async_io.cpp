@@ -2,7 +2,7 @@
 // and serves parts of transfers one at a time: it cuts its part into block_size requests and keeps
 // the queue full (overlap_events) or submits batch by batch, with one io_submit call per request
 // (single_submit) or per batch. A transfer completes when its last part did; the first error wins.
-#include "deepshard/io/async_io.h"
+#include "io/async_io.h"
 
 #include <libaio.h>
 
@@ -14,8 +14,8 @@
 #include <mutex>
 #include <thread>
 
-#include "deepshard/io/swap_file.h"
 #include "deepshard/util/error.h"
+#include "io/swap_file.h"
 
 namespace deepshard::io {
 namespace detail {

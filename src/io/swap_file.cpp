@@ -1,6 +1,6 @@
 // SwapFile and SwapDir (swap_file.h): O_DIRECT files, preallocated; the per-run, per-rank folder
 // with its checks, stale-file replacement, lock and removal.
-#include "deepshard/io/swap_file.h"
+#include "io/swap_file.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -12,9 +12,9 @@
 #include <filesystem>
 #include <system_error>
 
-#include "deepshard/io/aio_options.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "io/aio_options.h"
+#include "util/log.h"
 
 namespace deepshard::io {
 namespace fs = std::filesystem;

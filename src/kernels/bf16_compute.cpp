@@ -1,6 +1,6 @@
 // The bf16 compute choice (bf16_compute.h): the decision table, the numeric check of libtorch's
 // bf16 matmul, and the process-wide setting.
-#include "deepshard/kernels/bf16_compute.h"
+#include "kernels/bf16_compute.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>

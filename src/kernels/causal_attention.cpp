@@ -6,7 +6,7 @@
 // k[0:e]; then per key block [s, e): dv[s:e] = P[s:T, s:e]ᵀ dy[s:T] and dk[s:e] = dS[s:T, s:e]ᵀ
 // q[s:T] (rows above s of those columns are masked zeros), so every output is written once,
 // unaccumulated.
-#include "deepshard/kernels/causal_attention.h"
+#include "kernels/causal_attention.h"
 
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
@@ -14,12 +14,12 @@
 #include <cmath>
 #include <vector>
 
-#include "deepshard/kernels/bf16_compute.h"
-#include "deepshard/platform/dnnl_sgemm.h"
 #include "deepshard/util/error.h"
+#include "kernels/bf16_compute.h"
 #include "kernels/causal_softmax_rows.h"
 #include "kernels/dnnl_threads.h"
 #include "kernels/record_op.h"
+#include "platform/dnnl_sgemm.h"
 
 namespace deepshard::kernels {
 namespace {

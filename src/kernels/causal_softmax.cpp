@@ -4,9 +4,9 @@
 // no intermediate tensors are allocated.
 #include <torch/torch.h>
 
-#include "deepshard/kernels/fused_ops.h"
 #include "deepshard/util/error.h"
 #include "kernels/causal_softmax_rows.h"
+#include "kernels/fused_ops.h"
 #include "kernels/simd.h"
 
 namespace deepshard::kernels {

@@ -4,8 +4,8 @@
 // the logits' dtype, from the saved logits and log-sum-exps.
 #include <torch/torch.h>
 
-#include "deepshard/kernels/fused_ops.h"
 #include "deepshard/util/error.h"
+#include "kernels/fused_ops.h"
 #include "kernels/simd.h"
 
 namespace deepshard::kernels {

@@ -2,7 +2,7 @@
 // backward dx = dy (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2)), each one vectorised pass.
 #include <torch/torch.h>
 
-#include "deepshard/kernels/fused_ops.h"
+#include "kernels/fused_ops.h"
 #include "kernels/simd.h"
 
 namespace deepshard::kernels {

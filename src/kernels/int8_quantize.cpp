@@ -3,7 +3,7 @@
 // chosen at run time by platform::kernel_isa(). Every path computes a block's scale with the
 // same scalar code from an exact maximum, multiplies once per element and rounds half to even
 // (cvtps under the default MXCSR, rintf in C), so all three agree bit for bit.
-#include "deepshard/kernels/int8_quantize.h"
+#include "kernels/int8_quantize.h"
 
 // GCC 12's AVX-512 headers start some intrinsics (abs, reductions, conversions) from
 // _mm512_undefined_*(), which -Wuninitialized flags once they are inlined here (GCC bug 105593);
@@ -17,10 +17,10 @@
 
 #include <cfloat>
 
-#include "deepshard/platform/cpu_info.h"
-#include "deepshard/platform/kernel_isa.h"
 #include "deepshard/util/error.h"
 #include "kernels/simd.h"
+#include "platform/cpu_info.h"
+#include "platform/kernel_isa.h"
 
 namespace deepshard::kernels {
 namespace {

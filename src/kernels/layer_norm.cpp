@@ -4,8 +4,8 @@
 // bias gradients accumulated in fp32 per thread, summed once and rounded to the weights' dtype.
 #include <torch/torch.h>
 
-#include "deepshard/kernels/fused_ops.h"
 #include "deepshard/util/error.h"
+#include "kernels/fused_ops.h"
 #include "kernels/simd.h"
 
 namespace deepshard::kernels {

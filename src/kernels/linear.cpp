@@ -1,14 +1,14 @@
 // The oneDNN linear (linear.h): forward y = x Wᵀ (+ b, written first and accumulated with beta 1),
 // backward dX = dY W, dW = dYᵀ X, db = column sums of dY; x is viewed as [rows, in]. bf16 operands
 // (bf16 computed in fp32) are converted to fp32 copies at each product, and results rounded once.
-#include "deepshard/kernels/linear.h"
+#include "kernels/linear.h"
 
 #include <torch/torch.h>
 
-#include "deepshard/kernels/bf16_compute.h"
-#include "deepshard/platform/dnnl_sgemm.h"
+#include "kernels/bf16_compute.h"
 #include "kernels/dnnl_threads.h"
 #include "kernels/record_op.h"
+#include "platform/dnnl_sgemm.h"
 
 namespace deepshard::kernels {
 namespace {

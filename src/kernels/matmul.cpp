@@ -1,9 +1,9 @@
 // The models' attention products (matmul.h).
-#include "deepshard/kernels/matmul.h"
+#include "kernels/matmul.h"
 
 #include <torch/torch.h>
 
-#include "deepshard/kernels/bf16_compute.h"
+#include "kernels/bf16_compute.h"
 
 namespace deepshard::kernels {
 

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "deepshard/platform/kernel_isa.h"
+#include "platform/kernel_isa.h"
 
 // Helpers called from DS_SIMD_KERNEL loops: always inlined, so they take the variant's ISA and
 // flags (GCC does not inline across differing target/optimize attributes otherwise; for the same

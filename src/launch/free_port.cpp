@@ -14,8 +14,8 @@
 #include <fstream>
 #include <random>
 
-#include "deepshard/launch/launcher.h"
 #include "deepshard/util/error.h"
+#include "launch/launcher.h"
 
 namespace deepshard::launch {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "deepshard/launch/launcher.h"
 #include "deepshard/util/error.h"
+#include "launch/launcher.h"
 
 namespace deepshard::launch {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "deepshard/launch/launcher.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/strings.h"
+#include "launch/launcher.h"
+#include "util/strings.h"
 
 namespace deepshard::launch {
 namespace {
@@ -120,6 +120,12 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args) {
   o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
   validate_launch_options(o);
   return o;
+}
+
+bool launch_help_requested(const std::vector<std::string>& args) {
+  const auto options_end = std::find(args.begin(), args.end(), "--");
+  return std::any_of(args.begin(), options_end,
+                     [](const std::string& a) { return a == "--help" || a == "-h"; });
 }
 
 std::string launch_usage() {

@@ -4,7 +4,7 @@
 // with PR_SET_PDEATHSIG, so even a SIGKILLed launcher leaves none behind. When the job ends, shared-
 // memory segments the comm layer may have left (/dev/shm/deepshard-<port>-*, see
 // src/comm/shm_segment.h: only if a rank died between creating and unlinking one) are removed.
-#include "deepshard/launch/launcher.h"
+#include "launch/launcher.h"
 
 #include <poll.h>
 #include <sched.h>
@@ -21,10 +21,10 @@
 #include <optional>
 #include <thread>
 
-#include "deepshard/launch/subprocess.h"
-#include "deepshard/platform/blas_kernels.h"
+#include "launch/subprocess.h"
+#include "platform/blas_kernels.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/net_address.h"
+#include "util/net_address.h"
 #include "launch/pipe_io.h"
 #include "launch/rank_output.h"
 #include "launch/signal_relay.h"

@@ -4,8 +4,8 @@
 #include <chrono>
 #include <csignal>
 
-#include "deepshard/launch/subprocess.h"
 #include "launch/pipe_io.h"
+#include "launch/subprocess.h"
 
 namespace deepshard::launch {
 

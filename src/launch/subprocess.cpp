@@ -2,7 +2,7 @@
 // its own, PR_SET_PDEATHSIG so that a child never outlives a killed parent, and exit statuses in
 // the shell's convention (128 + signal). Everything the child needs (resolved path, argv, envp) is
 // built before fork, so the child runs only async-signal-safe calls until execve.
-#include "deepshard/launch/subprocess.h"
+#include "launch/subprocess.h"
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "deepshard/util/error.h"
-#include "deepshard/util/strings.h"
+#include "util/strings.h"
 
 extern char** environ;
 

@@ -8,8 +8,8 @@
 #include <limits>
 #include <unordered_set>
 
-#include "deepshard/kernels/fused_ops.h"
 #include "deepshard/util/error.h"
+#include "kernels/fused_ops.h"
 
 namespace deepshard::models {
 

@@ -1,9 +1,9 @@
 // Hugging Face weights by the model's architecture (hf_weights.h): its entry's layout over
 // checkpoint's generic reader and writer.
-#include "deepshard/models/hf_weights.h"
+#include "models/hf_weights.h"
 
 #include "deepshard/checkpoint/hf_weights.h"
-#include "deepshard/models/registry.h"
+#include "models/registry.h"
 
 namespace deepshard::models {
 

@@ -4,7 +4,7 @@
 
 #include <torch/nn/modules/linear.h>
 
-#include "deepshard/kernels/linear.h"
+#include "kernels/linear.h"
 
 namespace deepshard::models {
 

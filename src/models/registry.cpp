@@ -1,6 +1,6 @@
 // The architecture registry (registry.h): one line per architecture, each entry defined in its
 // folder (src/models/<arch>/entry.cpp).
-#include "deepshard/models/registry.h"
+#include "models/registry.h"
 
 #include "deepshard/util/error.h"
 

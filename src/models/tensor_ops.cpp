@@ -1,7 +1,7 @@
 // The f / g operators and the vocabulary-parallel embedding and cross-entropy (tensor_ops.h).
 // The group travels in the autograd context as its address: the group outlives the graph (it
 // lives for the whole run).
-#include "deepshard/models/tensor_ops.h"
+#include "models/tensor_ops.h"
 
 #include <torch/torch.h>
 

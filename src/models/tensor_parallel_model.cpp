@@ -1,13 +1,13 @@
 // The shared part of the tensor-parallel models (tensor_parallel_model.h): the loss from the
 // parts, the in-place split of the whole model into this rank's slices and the gather of the
 // whole parameters.
-#include "deepshard/models/tensor_parallel_model.h"
+#include "models/tensor_parallel_model.h"
 
 #include <torch/torch.h>
 
-#include "deepshard/models/tensor_slice_build.h"
-#include "deepshard/models/tensor_slices.h"
 #include "deepshard/util/error.h"
+#include "models/tensor_slice_build.h"
+#include "models/tensor_slices.h"
 
 namespace deepshard::models {
 

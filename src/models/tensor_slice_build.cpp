@@ -1,12 +1,12 @@
 // TensorSliceBuild: each block split over the tensor ranks as it is built (tensor_slice_build.h).
-#include "deepshard/models/tensor_slice_build.h"
+#include "models/tensor_slice_build.h"
 
 #include <torch/torch.h>
 
 #include <algorithm>
 
-#include "deepshard/models/tensor_slices.h"
 #include "deepshard/util/error.h"
+#include "models/tensor_slices.h"
 
 namespace deepshard::models {
 

@@ -1,5 +1,5 @@
 // Slicing a whole parameter for a tensor rank and joining the slices back (tensor_slices.h).
-#include "deepshard/models/tensor_slices.h"
+#include "models/tensor_slices.h"
 
 #include <ATen/ATen.h>
 

@@ -1,6 +1,6 @@
 // The autotuning page (autotuning_report.h): the rows as JSON in the page, charts drawn by the
 // page's script, the table rendered here.
-#include "deepshard/monitor/autotuning_report.h"
+#include "monitor/autotuning_report.h"
 
 #include <cstdio>
 

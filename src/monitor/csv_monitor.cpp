@@ -1,5 +1,5 @@
 // Implementation of csv_monitor.h.
-#include "deepshard/monitor/csv_monitor.h"
+#include "monitor/csv_monitor.h"
 
 #include <cerrno>
 #include <charconv>

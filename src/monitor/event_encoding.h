@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "deepshard/monitor/monitor.h"
+#include "monitor/monitor.h"
 
 namespace deepshard::monitor::detail {
 

@@ -3,8 +3,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "deepshard/monitor/tensorboard.h"
 #include "deepshard/util/error.h"
+#include "monitor/tensorboard.h"
 #include "monitor/tfrecord.h"
 #include "tensorboard_event.pb.h"
 

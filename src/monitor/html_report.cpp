@@ -1,6 +1,6 @@
 // Implementation of html_report.h: the page is a fixed template, the runs' records as JSON, and
 // the chart definitions in the page's own script.
-#include "deepshard/monitor/html_report.h"
+#include "monitor/html_report.h"
 
 #include <filesystem>
 #include <fstream>

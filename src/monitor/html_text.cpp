@@ -1,7 +1,7 @@
 // HTML text helpers (html_text.h).
 #include "monitor/html_text.h"
 
-#include "deepshard/monitor/html_report.h"
+#include "monitor/html_report.h"
 
 namespace deepshard::monitor {
 

@@ -1,5 +1,5 @@
 // Implementation of jsonl_writer.h.
-#include "deepshard/monitor/jsonl_writer.h"
+#include "monitor/jsonl_writer.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,5 +1,5 @@
 // Implementation of process_memory.h (Linux).
-#include "deepshard/monitor/process_memory.h"
+#include "monitor/process_memory.h"
 
 #include <sys/resource.h>
 #include <unistd.h>

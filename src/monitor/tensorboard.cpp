@@ -1,5 +1,5 @@
 // TensorBoardMonitor: serialized Events (event_encoding.h) framed as TFRecords in one file.
-#include "deepshard/monitor/tensorboard.h"
+#include "monitor/tensorboard.h"
 
 #include <unistd.h>
 

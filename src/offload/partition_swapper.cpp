@@ -1,13 +1,13 @@
 // PartitionSwapper (partition_swapper.h): per-partition swap files, the buffer pool and the
 // read-ahead states.
-#include "deepshard/offload/partition_swapper.h"
+#include "offload/partition_swapper.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "deepshard/io/aligned_buffer.h"
-#include "deepshard/io/swap_file.h"
 #include "deepshard/util/error.h"
+#include "io/aligned_buffer.h"
+#include "io/swap_file.h"
 
 namespace deepshard::offload {
 

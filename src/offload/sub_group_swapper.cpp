@@ -1,14 +1,14 @@
 // SubGroupSwapper (sub_group_swapper.h): the swap files, the buffer ring and the pipelined
 // read -> update -> write loop.
-#include "deepshard/offload/sub_group_swapper.h"
+#include "offload/sub_group_swapper.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "deepshard/io/aligned_buffer.h"
-#include "deepshard/io/async_io.h"
-#include "deepshard/io/swap_file.h"
 #include "deepshard/util/error.h"
+#include "io/aligned_buffer.h"
+#include "io/async_io.h"
+#include "io/swap_file.h"
 
 namespace deepshard::offload {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "deepshard/platform/kernel_isa.h"
+#include "platform/kernel_isa.h"
 
 namespace deepshard::optim::kernel {
 

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "deepshard/optim/adam.h"
-#include "deepshard/platform/kernel_isa.h"
 #include "deepshard/util/error.h"
+#include "optim/adam.h"
 #include "optim/adam_chunk.h"
+#include "platform/kernel_isa.h"
 
 namespace deepshard::optim {
 namespace {

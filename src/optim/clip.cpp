@@ -1,5 +1,5 @@
 // The fused unscale-and-clip factor (§4.3 of docs/deepspeed-behavior.md).
-#include "deepshard/optim/clip.h"
+#include "optim/clip.h"
 
 #include "deepshard/util/error.h"
 

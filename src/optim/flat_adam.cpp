@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "deepshard/optim/adam.h"
+#include "optim/adam.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::optim {

@@ -1,12 +1,12 @@
 // DeepSpeed's DynamicLossScaler and static LossScaler (§4.1 of docs/deepspeed-behavior.md):
 // the update rule, construction from the fp16 section, and checkpoint state.
-#include "deepshard/optim/loss_scaler.h"
+#include "optim/loss_scaler.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::optim {
 

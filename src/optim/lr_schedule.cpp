@@ -1,14 +1,14 @@
 // DeepSpeed's LR schedules as pure functions of the optimizer step (§1.6 of
 // docs/deepspeed-behavior.md, checked against deepspeed/runtime/lr_schedules.py). Each class
 // evaluates DeepSpeed's get_lr() at last_batch_iteration = step - 1 (see lr_schedule.h).
-#include "deepshard/optim/lr_schedule.h"
+#include "optim/lr_schedule.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::optim {
 namespace {

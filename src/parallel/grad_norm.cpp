@@ -1,5 +1,5 @@
 // The all-axes gradient norm of a tensor-parallel model and clipping by it (grad_norm.h).
-#include "deepshard/parallel/grad_norm.h"
+#include "parallel/grad_norm.h"
 
 #include <torch/torch.h>
 

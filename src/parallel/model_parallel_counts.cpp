@@ -1,5 +1,5 @@
 // Per-rank parameter counts of a tensor x pipeline layout (model_parallel_counts.h).
-#include "deepshard/parallel/model_parallel_counts.h"
+#include "parallel/model_parallel_counts.h"
 
 #include <algorithm>
 

@@ -1,15 +1,15 @@
 // PipelineEngine: one optimizer step's micro-batches through a model's stage in 1F1B order, the
 // tied embedding's gradients summed, the all-stage gradient norm (pipeline_engine.h).
-#include "deepshard/parallel/pipeline_engine.h"
+#include "parallel/pipeline_engine.h"
 
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cmath>
 
-#include "deepshard/parallel/grad_norm.h"
-#include "deepshard/parallel/pipeline_schedule.h"
 #include "deepshard/util/error.h"
+#include "parallel/grad_norm.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace deepshard::parallel {
 namespace {

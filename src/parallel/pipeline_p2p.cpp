@@ -1,6 +1,6 @@
 // PipeLinks: a stage's two-member link groups and its sends and receives over them
 // (pipeline_p2p.h).
-#include "deepshard/parallel/pipeline_p2p.h"
+#include "parallel/pipeline_p2p.h"
 
 #include "deepshard/util/error.h"
 

@@ -1,6 +1,6 @@
 // DeepSpeed's partition methods over a pipeline's layer specs: uniform, balanced by parameter
 // count, balanced over the layers of a type (pipeline_partition.h).
-#include "deepshard/parallel/pipeline_partition.h"
+#include "parallel/pipeline_partition.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,5 +1,5 @@
 // The 1F1B schedule's step order and the bubble fraction (pipeline_schedule.h).
-#include "deepshard/parallel/pipeline_schedule.h"
+#include "parallel/pipeline_schedule.h"
 
 #include <algorithm>
 #include <sstream>

@@ -1,7 +1,7 @@
 // PipelineStage: where a model's parameters sit in its forward pass (embedding, layer i, head),
 // the partition by their counts, the parameters a stage keeps and its part of the forward pass
 // (pipeline_stage.h).
-#include "deepshard/parallel/pipeline_stage.h"
+#include "parallel/pipeline_stage.h"
 
 #include <torch/torch.h>
 

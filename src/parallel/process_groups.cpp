@@ -1,5 +1,5 @@
 // make_parallel_groups: the per-axis sub-groups of the world group, named "<axis>/<group index>".
-#include "deepshard/parallel/process_groups.h"
+#include "parallel/process_groups.h"
 
 #include "deepshard/util/error.h"
 

@@ -1,5 +1,5 @@
 // RankGrid: the rank arithmetic of world = data x pipeline x tensor (tensor fastest).
-#include "deepshard/parallel/rank_grid.h"
+#include "parallel/rank_grid.h"
 
 #include <set>
 #include <sstream>

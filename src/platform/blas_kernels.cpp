@@ -1,5 +1,5 @@
 // Choosing and checking OpenBLAS's kernels (blas_kernels.h).
-#include "deepshard/platform/blas_kernels.h"
+#include "platform/blas_kernels.h"
 
 #include <dlfcn.h>
 #include <strings.h>
@@ -7,10 +7,11 @@
 
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "deepshard/util/error.h"
 #include "platform/sgemm_check.h"
@@ -18,12 +19,19 @@
 namespace deepshard::platform {
 namespace {
 
-const char* env_or_null(const char* name) { return std::getenv(name); }
+BlasEnvironment& recorded_environment() {
+  static BlasEnvironment env;
+  return env;
+}
+
+const char* c_str_or_null(const std::optional<std::string>& value) {
+  return value ? value->c_str() : nullptr;
+}
 
 // The Fortran BLAS entry points libtorch calls (column-major).
-using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*,
-                         const float*, const float*, const int*, const float*, const int*,
-                         const float*, float*, const int*);
+using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*,
+                         const float*, const int*, const float*, const int*, const float*, float*,
+                         const int*);
 using SgemvFn = void (*)(const char*, const int*, const int*, const float*, const float*,
                          const int*, const float*, const int*, const float*, float*, const int*);
 
@@ -37,7 +45,8 @@ bool check_sgemv(SgemvFn sgemv, int m, int n, bool trans, std::string* detail) {
   for (int i = 0; i < len_y; ++i) {
     double sum = 0, scale = 0;
     for (int p = 0; p < len_x; ++p) {
-      const double v = trans ? a[size_t(i) * m + p] * double(x[p]) : a[size_t(p) * m + i] * double(x[p]);
+      const double v =
+          trans ? a[size_t(i) * m + p] * double(x[p]) : a[size_t(p) * m + i] * double(x[p]);
       sum += v;
       scale += std::fabs(v);
     }
@@ -64,6 +73,12 @@ bool check_sgemv(SgemvFn sgemv, int m, int n, bool trans, std::string* detail) {
 std::string openblas_corename() {
   using Fn = char* (*)();
   auto fn = reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (fn == nullptr) {
+    // A process without libtorch (the launcher): the BLAS its ranks will load, asked directly.
+    if (void* blas = ::dlopen("libblas.so.3", RTLD_LAZY | RTLD_LOCAL)) {
+      fn = reinterpret_cast<Fn>(::dlsym(blas, "openblas_get_corename"));
+    }
+  }
   if (fn == nullptr) return "";
   const char* name = fn();
   return name ? name : "";
@@ -72,10 +87,10 @@ std::string openblas_corename() {
 bool is_generic_openblas_core(const std::string& core) {
   // OpenBLAS's x86-64 cores without AVX2 kernels (driver/others/dynamic.c corename table).
   static const char* const kGeneric[] = {
-      "Unknown", "Katmai",   "Coppermine", "Northwood", "Prescott", "Banias",    "Atom",
-      "Core2",   "Penryn",   "Dunnington", "Nehalem",   "Opteron",  "Opteron_SSE3",
-      "Barcelona", "Nano", "Sandybridge", "Bobcat", "Bulldozer", "Piledriver", "Steamroller",
-      "Excavator"};
+      "Unknown",      "Katmai",      "Coppermine", "Northwood",   "Prescott", "Banias",
+      "Atom",         "Core2",       "Penryn",     "Dunnington",  "Nehalem",  "Opteron",
+      "Opteron_SSE3", "Barcelona",   "Nano",       "Sandybridge", "Bobcat",   "Bulldozer",
+      "Piledriver",   "Steamroller", "Excavator"};
   for (const char* g : kGeneric) {
     if (strcasecmp(core.c_str(), g) == 0) return true;
   }
@@ -121,9 +136,12 @@ BlasChoice choose_openblas_coretype(const std::string& detected_core, const CpuI
   return c;
 }
 
+void record_blas_environment(BlasEnvironment env) { recorded_environment() = std::move(env); }
+
 BlasChoice current_blas_choice() {
-  return choose_openblas_coretype(openblas_corename(), detect_cpu(),
-                                  env_or_null("OPENBLAS_CORETYPE"), env_or_null(kAutoCoretypeVar));
+  const BlasEnvironment& env = recorded_environment();
+  return choose_openblas_coretype(openblas_corename(), detect_cpu(), c_str_or_null(env.coretype),
+                                  c_str_or_null(env.auto_marker));
 }
 
 std::map<std::string, std::string> blas_env_for_ranks(const BlasChoice& choice) {
@@ -151,7 +169,8 @@ bool blas_numerically_correct(std::string* detail) {
 std::string ensure_blas_kernels(const std::vector<std::string>& argv) {
   const BlasChoice choice = current_blas_choice();
   if (!choice.coretype_to_set.empty()) {
-    for (const auto& [name, value] : blas_env_for_ranks(choice)) ::setenv(name.c_str(), value.c_str(), 1);
+    for (const auto& [name, value] : blas_env_for_ranks(choice))
+      ::setenv(name.c_str(), value.c_str(), 1);
     reexec(argv);
   }
   if (!choice.env_coretype.empty() && !choice.user_set) {
@@ -159,8 +178,10 @@ std::string ensure_blas_kernels(const std::vector<std::string>& argv) {
     if (!blas_numerically_correct(&detail)) {
       ::setenv(kAutoCoretypeVar, ("rejected:" + choice.env_coretype).c_str(), 1);
       ::unsetenv("OPENBLAS_CORETYPE");
-      std::fprintf(stderr, "deepshard: warning: OPENBLAS_CORETYPE=%s gives wrong results (%s); "
-                   "running with OpenBLAS's own choice\n", choice.env_coretype.c_str(), detail.c_str());
+      std::fprintf(stderr,
+                   "deepshard: warning: OPENBLAS_CORETYPE=%s gives wrong results (%s); "
+                   "running with OpenBLAS's own choice\n",
+                   choice.env_coretype.c_str(), detail.c_str());
       reexec(argv);
     }
     return choice.reason + ", verified numerically";

@@ -1,6 +1,6 @@
 // CPU model and ISA detection (cpu_info.h): GCC's __builtin_cpu_supports (which also checks that
 // the OS saves the wide registers) plus cpuid leaf 7 for the bf16 extensions it does not name.
-#include "deepshard/platform/cpu_info.h"
+#include "platform/cpu_info.h"
 
 #include <cpuid.h>
 #include <sched.h>

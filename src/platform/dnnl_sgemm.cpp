@@ -1,11 +1,11 @@
 // oneDNN's sgemm, checked once per process (dnnl_sgemm.h).
-#include "deepshard/platform/dnnl_sgemm.h"
+#include "platform/dnnl_sgemm.h"
 
 #include <atomic>
 
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
 #include "platform/sgemm_check.h"
+#include "util/log.h"
 
 #if DS_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>

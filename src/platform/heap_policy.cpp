@@ -1,5 +1,5 @@
 // The heap policy of a training process (heap_policy.h): glibc's mallopt, once per process.
-#include "deepshard/platform/heap_policy.h"
+#include "platform/heap_policy.h"
 
 #include <atomic>
 #include <string_view>

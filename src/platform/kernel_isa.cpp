@@ -1,11 +1,11 @@
 // The process-wide kernel instruction-set level (kernel_isa.h): detection from cpuid (GCC's ISA
 // level names, as target attributes use them), the forced level, parsing.
-#include "deepshard/platform/kernel_isa.h"
+#include "platform/kernel_isa.h"
 
 #include <atomic>
 
-#include "deepshard/platform/cpu_info.h"
 #include "deepshard/util/error.h"
+#include "platform/cpu_info.h"
 
 namespace deepshard::platform {
 namespace {

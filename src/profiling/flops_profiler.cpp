@@ -1,7 +1,7 @@
 // FlopsProfiler: the module tree from named_modules(), ATen operators observed through a
 // thread-local at::RecordFunction callback (only the outermost operator of a nest is counted, so
 // linear is not counted again as the addmm it calls), and each operator charged to a module.
-#include "deepshard/profiling/flops_profiler.h"
+#include "profiling/flops_profiler.h"
 
 #include <ATen/record_function.h>
 #include <torch/nn/module.h>

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <utility>
 
-#include "deepshard/profiling/flops_profiler.h"
+#include "profiling/flops_profiler.h"
 
 namespace deepshard::profiling {
 namespace {

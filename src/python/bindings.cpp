@@ -16,15 +16,15 @@
 #include <thread>
 #include <vector>
 
+#include "comm/transport_options.h"
 #include "deepshard/comm/group.h"
 #include "deepshard/comm/rendezvous.h"
-#include "deepshard/comm/transport_options.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/sharding/sharding_plan.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/partitioned_build.h"
+#include "util/log.h"
 
 namespace py = pybind11;
 using namespace deepshard;

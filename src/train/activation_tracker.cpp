@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::train {
 namespace {

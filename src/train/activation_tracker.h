@@ -10,8 +10,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "deepshard/activation/activation_meter.h"
-#include "deepshard/activation/checkpoint.h"
+#include "activation/activation_meter.h"
+#include "activation/checkpoint.h"
 #include "deepshard/config/run_config.h"
 #include "train/memory_profile.h"
 

@@ -4,12 +4,12 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/tag_directory.h"
 #include "deepshard/checkpoint/engine_checkpoint.h"
-#include "deepshard/checkpoint/tag_directory.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
 #include "train/data_fingerprint.h"
 #include "train/training_run.h"
+#include "util/log.h"
 
 namespace deepshard::train {
 namespace {

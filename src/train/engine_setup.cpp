@@ -4,10 +4,10 @@
 
 #include <cstdio>
 
-#include "deepshard/util/log.h"
 #include "train/memory_report.h"
 #include "train/save_weights.h"
 #include "train/training_run.h"
+#include "util/log.h"
 
 namespace deepshard::train {
 namespace {

@@ -1,5 +1,5 @@
 // Matmul peak measurement, compute threads and the oneDNN version (matmul_peak.h).
-#include "deepshard/train/matmul_peak.h"
+#include "train/matmul_peak.h"
 
 #include <dlfcn.h>
 #include <torch/torch.h>

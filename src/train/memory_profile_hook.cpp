@@ -3,7 +3,7 @@
 // steps_per_print steps, default train.log_interval), and the run's peaks in summary.json.
 #include <cstdio>
 
-#include "deepshard/monitor/process_memory.h"
+#include "monitor/process_memory.h"
 #include "train/memory_profile.h"
 #include "train/training_run.h"
 

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "deepshard/zero/estimator.h"
 #include "deepshard/zero/memory_ledger.h"
+#include "zero/estimator.h"
 
 namespace deepshard::train {
 

@@ -3,11 +3,11 @@
 // as it is built, with Hugging Face weights (model.init_from).
 #include <torch/torch.h>
 
-#include "deepshard/models/hf_weights.h"
-#include "deepshard/models/registry.h"
 #include "deepshard/train/model_factory.h"
-#include "deepshard/util/log.h"
+#include "models/hf_weights.h"
+#include "models/registry.h"
 #include "train/training_run.h"
+#include "util/log.h"
 
 namespace deepshard::train {
 

@@ -2,7 +2,7 @@
 // (model_factory.h).
 #include "deepshard/train/model_factory.h"
 
-#include "deepshard/models/registry.h"
+#include "models/registry.h"
 
 namespace deepshard::train {
 

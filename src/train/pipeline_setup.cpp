@@ -15,10 +15,10 @@
 
 #include <algorithm>
 
-#include "deepshard/comm/transport_options.h"
+#include "comm/transport_options.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
 #include "train/training_run.h"
+#include "util/log.h"
 
 namespace deepshard::train {
 

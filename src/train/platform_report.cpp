@@ -3,12 +3,12 @@
 
 #include <ATen/Parallel.h>
 
-#include "deepshard/kernels/bf16_compute.h"
-#include "deepshard/platform/blas_kernels.h"
-#include "deepshard/platform/cpu_info.h"
-#include "deepshard/platform/heap_policy.h"
-#include "deepshard/platform/kernel_isa.h"
-#include "deepshard/train/matmul_peak.h"
+#include "kernels/bf16_compute.h"
+#include "platform/blas_kernels.h"
+#include "platform/cpu_info.h"
+#include "platform/heap_policy.h"
+#include "platform/kernel_isa.h"
+#include "train/matmul_peak.h"
 
 namespace deepshard::train {
 

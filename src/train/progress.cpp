@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "deepshard/monitor/jsonl_writer.h"
-#include "deepshard/monitor/process_memory.h"
+#include "monitor/jsonl_writer.h"
+#include "monitor/process_memory.h"
 #include "train/training_run.h"
 
 namespace deepshard::train {

@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "deepshard/comm/comms_logger.h"
-#include "deepshard/monitor/csv_monitor.h"
-#include "deepshard/monitor/tensorboard.h"
+#include "comm/comms_logger.h"
+#include "monitor/csv_monitor.h"
+#include "monitor/tensorboard.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 #include "train/training_run.h"
 
 namespace deepshard::train {

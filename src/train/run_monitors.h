@@ -17,8 +17,8 @@
 #include "deepshard/comm/comm_log.h"
 #include "deepshard/comm/group.h"
 #include "deepshard/config/run_config.h"
-#include "deepshard/monitor/monitor.h"
-#include "deepshard/profiling/flops_profiler.h"
+#include "monitor/monitor.h"
+#include "profiling/flops_profiler.h"
 
 namespace deepshard::train {
 

@@ -3,8 +3,8 @@
 
 #include <filesystem>
 
-#include "deepshard/parallel/process_groups.h"
 #include "deepshard/util/error.h"
+#include "parallel/process_groups.h"
 #include "train/training_run.h"
 
 namespace deepshard::train {

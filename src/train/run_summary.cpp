@@ -4,14 +4,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "deepshard/data/tokenizer.h"
-#include "deepshard/monitor/jsonl_writer.h"
-#include "deepshard/monitor/process_memory.h"
+#include "data/tokenizer.h"
 #include "deepshard/train/model_factory.h"
-#include "deepshard/util/log.h"
+#include "monitor/jsonl_writer.h"
+#include "monitor/process_memory.h"
 #include "train/memory_report.h"
 #include "train/save_weights.h"
 #include "train/training_run.h"
+#include "util/log.h"
 
 namespace deepshard::train {
 namespace {

@@ -6,8 +6,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "deepshard/models/hf_weights.h"
 #include "deepshard/util/error.h"
+#include "models/hf_weights.h"
 #include "zero/rank_agreement.h"
 
 namespace deepshard::train {

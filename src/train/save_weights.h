@@ -13,8 +13,8 @@
 
 #include "deepshard/comm/group.h"
 #include "deepshard/models/causal_lm.h"
-#include "deepshard/models/tensor_parallel_model.h"
 #include "deepshard/zero/engine.h"
+#include "models/tensor_parallel_model.h"
 
 namespace deepshard::train {
 

@@ -5,10 +5,10 @@
 // rank's tensor group (its architecture's tensor-parallel model, models/registry.h; the pipeline's
 // stage is pipeline_setup.cpp's). Without either nothing changes: the data group is the job's group
 // and the loss the model's.
-#include "deepshard/comm/transport_options.h"
-#include "deepshard/models/registry.h"
-#include "deepshard/models/tensor_parallel_model.h"
+#include "comm/transport_options.h"
 #include "deepshard/util/error.h"
+#include "models/registry.h"
+#include "models/tensor_parallel_model.h"
 #include "train/training_run.h"
 
 namespace deepshard::train {

@@ -9,7 +9,7 @@
 // engine itself (pipeline_comm_wait_share).
 #include <nlohmann/json.hpp>
 
-#include "deepshard/monitor/process_memory.h"
+#include "monitor/process_memory.h"
 #include "train/training_run.h"
 
 namespace deepshard::train {

@@ -1,7 +1,7 @@
 // FLOPs per token, achieved GFLOP/s and MFU (throughput_report.h).
 #include "train/throughput_report.h"
 
-#include "deepshard/train/matmul_peak.h"
+#include "train/matmul_peak.h"
 
 namespace deepshard::train {
 

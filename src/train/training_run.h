@@ -13,21 +13,21 @@
 #include <string>
 #include <vector>
 
+#include "data/sampler.h"
+#include "data/token_file.h"
 #include "deepshard/comm/group.h"
 #include "deepshard/config/run_config.h"
-#include "deepshard/data/sampler.h"
-#include "deepshard/data/token_file.h"
 #include "deepshard/models/causal_lm.h"
-#include "deepshard/models/tensor_parallel_model.h"
-#include "deepshard/models/tensor_slice_build.h"
-#include "deepshard/parallel/pipeline_engine.h"
-#include "deepshard/parallel/process_groups.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/zero/engine.h"
-#include "deepshard/zero/estimator.h"
 #include "deepshard/zero/partitioned_build.h"
+#include "models/tensor_parallel_model.h"
+#include "models/tensor_slice_build.h"
+#include "parallel/pipeline_engine.h"
+#include "parallel/process_groups.h"
 #include "train/activation_tracker.h"
 #include "train/run_monitors.h"
+#include "zero/estimator.h"
 
 namespace deepshard::train {
 

@@ -1,6 +1,6 @@
 // Implementation of deepshard::log: one line per message, written with a single fprintf so
 // lines of concurrent threads do not interleave.
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 #include <atomic>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // Implementation of net_address.h with getaddrinfo, a connected UDP socket's getsockname, and
 // getifaddrs.
-#include "deepshard/util/net_address.h"
+#include "util/net_address.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

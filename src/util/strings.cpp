@@ -1,5 +1,5 @@
 // Implementation of deepshard::strings.
-#include "deepshard/util/strings.h"
+#include "util/strings.h"
 
 #include <algorithm>
 #include <cctype>

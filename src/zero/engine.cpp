@@ -4,7 +4,7 @@
 
 #include "deepshard/config/loader.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 #include "zero/engines/sharded_optimizer_engine.h"
 #include "zero/engines/stage0_engine.h"
 #include "zero/engines/stage3_engine.h"

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <limits>
 
-#include "deepshard/comm/powersgd.h"
-#include "deepshard/optim/clip.h"
-#include "deepshard/optim/lr_schedule.h"
+#include "comm/powersgd.h"
+#include "optim/clip.h"
+#include "optim/lr_schedule.h"
 #include "deepshard/util/error.h"
 #include "util/fault_injection.h"
 #include "zero/grad_norm.h"

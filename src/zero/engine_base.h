@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "deepshard/optim/loss_scaler.h"
+#include "optim/loss_scaler.h"
 #include "deepshard/zero/engine.h"
 #include "zero/module_state.h"
 

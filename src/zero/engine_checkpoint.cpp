@@ -11,13 +11,13 @@
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
-#include "deepshard/checkpoint/tag_directory.h"
-#include "deepshard/comm/powersgd.h"
+#include "checkpoint/tag_directory.h"
+#include "comm/powersgd.h"
 #include "deepshard/config/loader.h"
-#include "deepshard/optim/adam.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "optim/adam.h"
 #include "util/fault_injection.h"
+#include "util/log.h"
 #include "zero/engine_base.h"
 #include "zero/grad_compression.h"
 #include "zero/rank_agreement.h"

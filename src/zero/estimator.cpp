@@ -11,7 +11,7 @@
 //  - stage 3 with accumulation > 1 receives each unit's reduced slice into K buffers of the
 //    largest unit's slice, g·ceil(U/N) each. The gathered parameters (root, persistent units and
 //    the units running or prefetched) are not model states: the ledger counts them apart.
-#include "deepshard/zero/estimator.h"
+#include "zero/estimator.h"
 
 #include <algorithm>
 #include <cmath>

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "deepshard/optim/adam.h"
+#include "optim/adam.h"
 
 namespace deepshard::zero {
 

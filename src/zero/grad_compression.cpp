@@ -6,7 +6,7 @@
 #include <string>
 
 #include "deepshard/checkpoint/safetensors.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::zero {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "deepshard/comm/powersgd.h"
+#include "comm/powersgd.h"
 #include "deepshard/config/ds_config.h"
 #include "zero/flat_params.h"
 

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "deepshard/comm/grad_reduction.h"
+#include "comm/grad_reduction.h"
 #include "deepshard/config/ds_config.h"
 
 namespace deepshard::zero {

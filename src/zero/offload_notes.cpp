@@ -1,7 +1,7 @@
 // log_offload_notes (offload_notes.h).
 #include "zero/offload_notes.h"
 
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::zero {
 

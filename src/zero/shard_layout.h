@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "deepshard/optim/adam.h"
+#include "optim/adam.h"
 
 namespace deepshard::zero {
 

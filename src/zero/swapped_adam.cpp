@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 #include "zero/rank_agreement.h"
 
 namespace deepshard::zero {

@@ -16,8 +16,8 @@
 
 #include "deepshard/comm/group.h"
 #include "deepshard/config/ds_config.h"
-#include "deepshard/offload/sub_group_swapper.h"
-#include "deepshard/optim/adam.h"
+#include "offload/sub_group_swapper.h"
+#include "optim/adam.h"
 
 namespace deepshard::zero {
 

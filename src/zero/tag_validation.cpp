@@ -5,7 +5,7 @@
 #include <cctype>
 
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 #include "zero/rank_agreement.h"
 
 namespace deepshard::zero {

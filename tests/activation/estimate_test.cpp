@@ -7,10 +7,10 @@
 
 #include <cstdio>
 
-#include "deepshard/activation/activation_meter.h"
-#include "deepshard/activation/checkpoint.h"
+#include "activation/activation_meter.h"
+#include "activation/checkpoint.h"
 #include "deepshard/models/gpt.h"
-#include "deepshard/models/gpt_memory.h"
+#include "models/gpt_memory.h"
 
 namespace deepshard::activation {
 namespace {

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "deepshard/activation/activation_meter.h"
-#include "deepshard/activation/checkpoint.h"
+#include "activation/activation_meter.h"
+#include "activation/checkpoint.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/util/error.h"
 

@@ -11,8 +11,8 @@
 #include "autotune/tuning_knobs.h"
 #include "autotune/tuning_space.h"
 #include "deepshard/config/loader.h"
-#include "deepshard/models/registry.h"
-#include "deepshard/zero/estimator.h"
+#include "models/registry.h"
+#include "zero/estimator.h"
 
 namespace deepshard::autotune {
 namespace {

@@ -1,6 +1,6 @@
 // Tag directories: a tag appears complete under its name and `latest` follows it; a leftover or
 // failed .tmp directory is ignored and leaves `latest` at the previous tag.
-#include "deepshard/checkpoint/tag_directory.h"
+#include "checkpoint/tag_directory.h"
 
 #include <gtest/gtest.h>
 

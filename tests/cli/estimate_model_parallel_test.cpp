@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "deepshard/models/parameter_shapes.h"
-#include "deepshard/parallel/model_parallel_counts.h"
+#include "parallel/model_parallel_counts.h"
 #include "support/test_support.h"
 
 namespace deepshard::testing {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "deepshard/monitor/html_report.h"
+#include "monitor/html_report.h"
 #include "deepshard/util/error.h"
 #include "support/test_support.h"
 

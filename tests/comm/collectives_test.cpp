@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "deepshard/comm/group.h"
-#include "deepshard/launch/launcher.h"
 #include "deepshard/util/error.h"
+#include "launch/launcher.h"
 #include "support/test_support.h"
 
 namespace deepshard::comm {

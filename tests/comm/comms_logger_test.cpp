@@ -1,6 +1,6 @@
 // The comms logger's arithmetic and table: DeepSpeed's bandwidth formulas, sizes, trimmed means,
 // and the per-size detail the comm log keeps.
-#include "deepshard/comm/comms_logger.h"
+#include "comm/comms_logger.h"
 
 #include <gtest/gtest.h>
 

@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "deepshard/comm/group.h"
-#include "deepshard/launch/launcher.h"
-#include "deepshard/launch/subprocess.h"
 #include "deepshard/util/error.h"
+#include "launch/launcher.h"
+#include "launch/subprocess.h"
 #include "support/test_support.h"
 
 namespace deepshard::comm {

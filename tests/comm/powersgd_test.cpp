@@ -7,7 +7,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
-#include "deepshard/comm/powersgd.h"
+#include "comm/powersgd.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::comm {

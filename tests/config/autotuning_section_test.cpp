@@ -2,8 +2,8 @@
 // that change nothing here warned by name; its presence no longer refuses the run.
 #include <gtest/gtest.h>
 
+#include "config/autotuning_config.h"
 #include "config/config_test_helpers.h"
-#include "deepshard/config/autotuning_config.h"
 
 namespace deepshard::config {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "deepshard/config/loader.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/strings.h"
+#include "util/strings.h"
 
 namespace deepshard::config::testing {
 

@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "config/config_test_helpers.h"
-#include "deepshard/util/strings.h"
 #include "support/test_support.h"
+#include "util/strings.h"
 
 namespace deepshard::config {
 namespace {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "config/config_test_helpers.h"
-#include "deepshard/util/strings.h"
+#include "util/strings.h"
 
 namespace deepshard::config {
 namespace {

@@ -5,9 +5,9 @@
 #include <filesystem>
 
 #include "config/config_test_helpers.h"
-#include "deepshard/models/registry.h"
-#include "deepshard/util/strings.h"
+#include "models/registry.h"
 #include "support/test_support.h"
+#include "util/strings.h"
 
 namespace deepshard::config {
 namespace {

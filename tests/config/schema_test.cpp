@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config_test_helpers.h"
-#include "deepshard/util/strings.h"
 #include "support/test_support.h"
+#include "util/strings.h"
 
 namespace deepshard::config {
 namespace {

@@ -2,7 +2,7 @@
 // (files ca01, ca02, ca04, cl01; tabs and blank lines as in the files).
 #include <gtest/gtest.h>
 
-#include "deepshard/data/corpus.h"
+#include "data/corpus.h"
 #include "deepshard/util/error.h"
 #include "support/test_support.h"
 

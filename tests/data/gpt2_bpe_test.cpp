@@ -2,7 +2,7 @@
 // gpt-3-encoder 1.1.4's own Encoder.js (run once with node 20 on 2026-11-23, its output written
 // below), and decode(encode(s)) == s for any text: prose, code, CJK, emoji, white-space runs,
 // random code points and random bytes (invalid UTF-8 included).
-#include "deepshard/data/gpt2_bpe.h"
+#include "data/gpt2_bpe.h"
 
 #include <gtest/gtest.h>
 

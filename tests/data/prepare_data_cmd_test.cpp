@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-#include "deepshard/data/token_file.h"
+#include "data/token_file.h"
 #include "support/test_support.h"
 
 namespace deepshard::data {

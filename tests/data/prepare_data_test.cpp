@@ -4,9 +4,9 @@
 
 #include <filesystem>
 
-#include "deepshard/data/corpus.h"
-#include "deepshard/data/token_file.h"
-#include "deepshard/data/tokenizer.h"
+#include "data/corpus.h"
+#include "data/token_file.h"
+#include "data/tokenizer.h"
 #include "deepshard/util/error.h"
 #include "support/test_support.h"
 

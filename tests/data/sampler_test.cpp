@@ -2,7 +2,7 @@
 // draws are deterministic, the global batch of a step (its windows and sample keys) does not
 // depend on how it is split over ranks and micro-steps, any step can be produced directly
 // (resume), and the objective is applied to every batch.
-#include "deepshard/data/sampler.h"
+#include "data/sampler.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,6 +1,6 @@
 // Tests of the token file format: round trip, the exact header layout, atomic replacement, and
 // every malformed-file error (each names the file and the problem).
-#include "deepshard/data/token_file.h"
+#include "data/token_file.h"
 
 #include <gtest/gtest.h>
 

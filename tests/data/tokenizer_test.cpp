@@ -1,5 +1,5 @@
 // Tests of the byte-level tokenizer.
-#include "deepshard/data/tokenizer.h"
+#include "data/tokenizer.h"
 
 #include <gtest/gtest.h>
 

@@ -13,13 +13,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "data/token_file.h"
 #include "deepshard/checkpoint/engine_checkpoint.h"
 #include "deepshard/checkpoint/safetensors.h"
 #include "deepshard/config/loader.h"
-#include "deepshard/data/token_file.h"
-#include "deepshard/models/registry.h"
 #include "deepshard/util/error.h"
 #include "fuzz/mutator.h"
+#include "models/registry.h"
 #include "support/test_support.h"
 
 namespace deepshard::fuzz {

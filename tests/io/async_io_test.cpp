@@ -1,6 +1,6 @@
 // Tests of AsyncIo (async_io.h): round trips under every combination of the aio options, alignment
 // and range checks, concurrent transfers, and failures (injected errors) reported with the path.
-#include "deepshard/io/async_io.h"
+#include "io/async_io.h"
 
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 #include <cstring>
 #include <thread>
 
-#include "deepshard/io/aligned_buffer.h"
-#include "deepshard/io/swap_file.h"
 #include "deepshard/util/error.h"
+#include "io/aligned_buffer.h"
+#include "io/swap_file.h"
 #include "io_test_helpers.h"
 #include "support/test_support.h"
 

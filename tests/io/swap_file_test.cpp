@@ -1,15 +1,15 @@
 // Tests of SwapFile and SwapDir (swap_file.h): the checks before training (missing, unwritable,
 // refusing O_DIRECT, too small), stale files replaced, a live folder refused, removal at exit, and
 // a really full filesystem (a size-limited tmpfs) refused when the file is created.
-#include "deepshard/io/swap_file.h"
+#include "io/swap_file.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 
-#include "deepshard/io/aio_options.h"
 #include "deepshard/util/error.h"
+#include "io/aio_options.h"
 #include "io_test_helpers.h"
 #include "support/test_support.h"
 

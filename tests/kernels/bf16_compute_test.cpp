@@ -4,7 +4,7 @@
 // kernels::matmul and kernels::causal_attention on bf16 operands in fp32: within the bf16
 // rounding of the double-precision product of the same bf16 operands, bf16 in and out (gradients
 // too), where libtorch's generic bf16 GEMM is off by far more.
-#include "deepshard/kernels/bf16_compute.h"
+#include "kernels/bf16_compute.h"
 
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
@@ -12,11 +12,11 @@
 
 #include <cmath>
 
-#include "deepshard/kernels/causal_attention.h"
-#include "deepshard/kernels/linear.h"
-#include "deepshard/kernels/matmul.h"
-#include "deepshard/platform/dnnl_sgemm.h"
 #include "deepshard/util/error.h"
+#include "kernels/causal_attention.h"
+#include "kernels/linear.h"
+#include "kernels/matmul.h"
+#include "platform/dnnl_sgemm.h"
 #include "support/scoped_bf16_compute.h"
 
 namespace deepshard::kernels {

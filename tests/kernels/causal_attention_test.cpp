@@ -3,7 +3,7 @@
 // relative, on the GPT presets' attention shapes, on sequence lengths that are not a multiple of
 // the 64-row block or are shorter than one, with one and two threads, on each kernel
 // instruction-set level this CPU runs (its softmax rows are a fused kernel); and what it refuses.
-#include "deepshard/kernels/causal_attention.h"
+#include "kernels/causal_attention.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -12,9 +12,9 @@
 #include <cmath>
 #include <limits>
 
-#include "deepshard/platform/dnnl_sgemm.h"
 #include "deepshard/util/error.h"
 #include "kernels/expect_close.h"
+#include "platform/dnnl_sgemm.h"
 #include "support/kernel_isa_test.h"
 #include "support/scoped_bf16_compute.h"
 

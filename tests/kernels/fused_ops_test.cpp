@@ -2,7 +2,7 @@
 // autograd through both), fp32 within 1e-5, bf16 within bf16 rounding of the fp32 result on the
 // same bf16 inputs; on shapes of the GPT model (odd sizes included, so vector tails are covered),
 // on each kernel instruction-set level this CPU runs (platform/kernel_isa.h).
-#include "deepshard/kernels/fused_ops.h"
+#include "kernels/fused_ops.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -5,7 +5,7 @@
 // blocks, and stays within the error bound (m / 256; m / 128 for the values clamped to 127; plus
 // float rounding of 1e-6 m). The tensor functions equal the raw kernels and reject what they cannot
 // take.
-#include "deepshard/kernels/int8_quantize.h"
+#include "kernels/int8_quantize.h"
 
 #include <c10/util/BFloat16.h>
 #include <gtest/gtest.h>

@@ -1,14 +1,14 @@
 // kernels::linear against torch::linear: forward and the three gradients in fp32 within 1e-5
 // relative on the GPT's shapes (and odd ones), with and without bias, one and two threads; the
 // bf16, non-contiguous and empty cases fall back to torch::linear and give its results.
-#include "deepshard/kernels/linear.h"
+#include "kernels/linear.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "deepshard/platform/dnnl_sgemm.h"
 #include "kernels/expect_close.h"
+#include "platform/dnnl_sgemm.h"
 #include "support/scoped_bf16_compute.h"
 
 namespace deepshard::kernels {

@@ -1,7 +1,7 @@
 // `deepshard launch` as users run it: argument parsing, the ranks' environment, rank-prefixed whole
 // lines, exit statuses, stopping every rank when one fails, signal forwarding, and no rank left
 // behind when the launcher itself is killed. Ranks are small shell scripts.
-#include "deepshard/launch/launcher.h"
+#include "launch/launcher.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -11,14 +11,15 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
 
-#include "deepshard/launch/subprocess.h"
 #include "deepshard/util/error.h"
+#include "launch/subprocess.h"
 #include "support/test_support.h"
 
 namespace deepshard::launch {
@@ -302,6 +303,28 @@ TEST(LaunchCommand, KilledLauncherLeavesNoRankBehind) {
     }
     EXPECT_FALSE(alive(pid)) << "rank process " << pid << " outlived the launcher";
   }
+}
+
+// `deepshard launch` runs in a process without libtorch (the ranks start sooner); every other
+// command runs in deepshard-core beside the executable, in the same process (execv).
+TEST(LaunchCommand, TheLauncherLoadsNoTensorLibraryAndOtherCommandsRunTheCore) {
+  auto r = run_deepshard({"launch", "-n", "1", "--", "sh", "-c", "cat /proc/$PPID/maps"}, 60);
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("/deepshard"), std::string::npos) << "no launcher maps:\n" << r.output;
+  EXPECT_EQ(r.output.find("libtorch"), std::string::npos) << "the launcher loaded libtorch";
+  auto help = run_deepshard({"--help"}, 60);
+  EXPECT_EQ(help.exit_status, 0) << help.output;
+  EXPECT_NE(help.output.find("doctor"), std::string::npos) << help.output;
+}
+
+TEST(LaunchCommand, AMissingCoreExecutableIsNamed) {
+  testing::TempDir dir;
+  const std::string front = dir.file("deepshard");
+  std::filesystem::copy_file(testing::deepshard_exe(), front);
+  auto r = testing::run_exe(front, {"train", "--config", "x.json"}, 60);
+  EXPECT_EQ(r.exit_status, 127) << r.output;
+  EXPECT_NE(r.output.find("cannot run " + dir.file("deepshard-core")), std::string::npos)
+      << r.output;
 }
 
 }  // namespace

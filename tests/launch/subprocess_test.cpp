@@ -1,6 +1,6 @@
 // Subprocess and run_command against real child processes (sh, sleep): merged output, exit and
 // signal statuses, timeouts, environment and working directory, start failures.
-#include "deepshard/launch/subprocess.h"
+#include "launch/subprocess.h"
 
 #include <gtest/gtest.h>
 

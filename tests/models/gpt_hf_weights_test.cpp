@@ -10,8 +10,8 @@
 
 #include "deepshard/checkpoint/safetensors.h"
 #include "deepshard/models/gpt.h"
-#include "deepshard/models/hf_weights.h"
 #include "deepshard/util/error.h"
+#include "models/hf_weights.h"
 #include "support/test_support.h"
 
 namespace deepshard::checkpoint {

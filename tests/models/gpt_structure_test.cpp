@@ -10,9 +10,9 @@
 
 #include "deepshard/config/loader.h"
 #include "deepshard/models/gpt.h"
-#include "deepshard/models/registry.h"
 #include "deepshard/train/trainer.h"
 #include "deepshard/util/error.h"
+#include "models/registry.h"
 
 namespace deepshard::models {
 namespace {

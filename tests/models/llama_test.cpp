@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "deepshard/config/loader.h"
-#include "deepshard/models/registry.h"
 #include "deepshard/train/model_factory.h"
 #include "deepshard/util/error.h"
+#include "models/registry.h"
 
 namespace deepshard::models {
 namespace {

@@ -3,7 +3,7 @@
 // order, pipeline items) and counts without a model equal the built model's; the tensor plan the
 // entry gives is the one the model's sharding plan declares; the saved fields round-trip; the
 // Hugging Face layout saves and loads the model exactly; every preset passes the entry's checks.
-#include "deepshard/models/registry.h"
+#include "models/registry.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -13,8 +13,8 @@
 #include <set>
 
 #include "deepshard/config/loader.h"
-#include "deepshard/models/hf_weights.h"
 #include "deepshard/util/error.h"
+#include "models/hf_weights.h"
 #include "support/test_support.h"
 
 namespace deepshard::models {

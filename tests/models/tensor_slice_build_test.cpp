@@ -3,7 +3,7 @@
 // wrapper's split of the root completes the single-rank initialisation's split), the replicated
 // parameters whole; no block is held whole after its hook ran; the next hook sees the split block;
 // and a split that does not divide is an error naming the parameter.
-#include "deepshard/models/tensor_slice_build.h"
+#include "models/tensor_slice_build.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -12,8 +12,8 @@
 
 #include "deepshard/models/gpt.h"
 #include "deepshard/models/llama.h"
-#include "deepshard/models/tensor_slices.h"
 #include "deepshard/util/error.h"
+#include "models/tensor_slices.h"
 
 namespace deepshard::models {
 namespace {

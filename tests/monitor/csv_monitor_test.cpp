@@ -1,5 +1,5 @@
 // csv_monitor: DeepSpeed's file names, header and rows.
-#include "deepshard/monitor/csv_monitor.h"
+#include "monitor/csv_monitor.h"
 
 #include <gtest/gtest.h>
 

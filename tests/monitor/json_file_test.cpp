@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "deepshard/monitor/jsonl_writer.h"
+#include "monitor/jsonl_writer.h"
 #include "support/test_support.h"
 
 namespace deepshard::monitor {

@@ -1,6 +1,6 @@
 // TensorBoard event files: CRC-32C, TFRecord framing, our writer read back, and files written by
 // TensorFlow and by tensorboard_logger parsed with the same reader.
-#include "deepshard/monitor/tensorboard.h"
+#include "monitor/tensorboard.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Tests of PartitionSwapper (partition_swapper.h): partitions written, read ahead and acquired
 // with their bytes intact; pieces rewritten in place; the pool's limits (buffer_count and
 // buffer_size named in the errors); RAM held is the pool's.
-#include "deepshard/offload/partition_swapper.h"
+#include "offload/partition_swapper.h"
 
 #include <gtest/gtest.h>
 

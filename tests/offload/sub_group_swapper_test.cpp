@@ -1,7 +1,7 @@
 // Tests of SubGroupSwapper (sub_group_swapper.h): the pipelined read -> update -> write loop gives
 // the same arrays as updating them in memory, for every buffer count and pipeline setting; RAM held
 // is the buffers'; a failed write is an IoError naming the file; files go at exit.
-#include "deepshard/offload/sub_group_swapper.h"
+#include "offload/sub_group_swapper.h"
 
 #include <gtest/gtest.h>
 

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "deepshard/optim/adam.h"
 #include "deepshard/util/error.h"
+#include "optim/adam.h"
 #include "optim/adam_test_helpers.h"
 #include "support/kernel_isa_test.h"
 

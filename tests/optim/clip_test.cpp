@@ -1,5 +1,5 @@
 // The fused unscale-and-clip factor (DeepSpeed §4.3).
-#include "deepshard/optim/clip.h"
+#include "optim/clip.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -2,7 +2,7 @@
 // transition (hysteresis consumed then halving, growth counted from the last overflow, hysteresis
 // refills, the min-scale clamp and the error at the minimum), construction from the fp16 section,
 // the static scaler, and checkpoint state round trips.
-#include "deepshard/optim/loss_scaler.h"
+#include "optim/loss_scaler.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // DeepSpeed's LR schedules against values computed by hand from lr_schedules.py. lr(t) is the rate
 // of optimizer step t, i.e. DeepSpeed's get_lr() at last_batch_iteration = t - 1 (-1 at step 0).
-#include "deepshard/optim/lr_schedule.h"
+#include "optim/lr_schedule.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // 4 stages, uniform and parameters, the tied embedding's copy on the last stage); for tensor
 // parallelism, equal to what each rank of a real TensorParallelGpt / TensorParallelLlama holds (2
 // real ranks, tests/workers/ tensor_parallel_worker.cpp); and the refusals name the key.
-#include "deepshard/parallel/model_parallel_counts.h"
+#include "parallel/model_parallel_counts.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -11,8 +11,8 @@
 #include "deepshard/models/gpt.h"
 #include "deepshard/models/llama.h"
 #include "deepshard/models/parameter_shapes.h"
-#include "deepshard/parallel/pipeline_stage.h"
 #include "deepshard/util/error.h"
+#include "parallel/pipeline_stage.h"
 #include "support/test_support.h"
 
 namespace deepshard::parallel {

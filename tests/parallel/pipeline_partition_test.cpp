@@ -3,7 +3,7 @@
 // random layer-size vectors whose boundaries DeepSpeed's own functions computed
 // (tests/parallel/data/deepspeed_partitions.txt: the DeepSpeed commit and the generator are in its
 // header; the vectors are regenerated here from the same splitmix64 stream).
-#include "deepshard/parallel/pipeline_partition.h"
+#include "parallel/pipeline_partition.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The 1F1B schedule (pipeline_schedule.h): its order on every stage, the activations it keeps,
 // that the stages together finish (each link's channels carry micro-batches in order, receives
 // block) and that its length in time is what the bubble fraction says.
-#include "deepshard/parallel/pipeline_schedule.h"
+#include "parallel/pipeline_schedule.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // RankGrid arithmetic (one process): Megatron order (tensor fastest, then data, then pipeline),
 // members and group indices of every axis, the errors, and the config's data-parallel size.
-#include "deepshard/parallel/rank_grid.h"
+#include "parallel/rank_grid.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 
 #include "deepshard/config/loader.h"
 #include "deepshard/config/parallel_config.h"
-#include "deepshard/parallel/process_groups.h"
 #include "deepshard/util/error.h"
+#include "parallel/process_groups.h"
 
 namespace deepshard::parallel {
 namespace {

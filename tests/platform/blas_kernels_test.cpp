@@ -1,7 +1,7 @@
 // The OpenBLAS core choice: the decision table, the numeric check of the loaded BLAS, and the
 // environment `deepshard launch` gives its ranks when OpenBLAS's detection is stubbed (preloaded
 // tests/support/fake_openblas_core.cpp) to report the generic `Prescott` core.
-#include "deepshard/platform/blas_kernels.h"
+#include "platform/blas_kernels.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,6 +1,6 @@
 // oneDNN's sgemm and the numeric check that admits it (platform/dnnl_sgemm.h): the installed
 // oneDNN passes, a wrong sgemm is refused with the case it failed.
-#include "deepshard/platform/dnnl_sgemm.h"
+#include "platform/dnnl_sgemm.h"
 
 #include <gtest/gtest.h>
 

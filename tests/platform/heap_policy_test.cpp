@@ -1,6 +1,6 @@
 // The heap policy (platform/heap_policy.h): the decision table, and that with it in force a
 // step-like cycle of allocating, touching and freeing a 16 MiB block no longer page-faults.
-#include "deepshard/platform/heap_policy.h"
+#include "platform/heap_policy.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>

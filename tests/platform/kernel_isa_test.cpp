@@ -2,15 +2,15 @@
 // CPU runs, a forced level is used and undone, a level the CPU lacks and an unknown name are
 // refused naming them; and the executable's DEEPSHARD_KERNEL_ISA (DEEPSHARD_ADAM_ISA, the older
 // name) and DEEPSHARD_BF16_COMPUTE as `deepshard doctor` reports them, or refuses them.
-#include "deepshard/platform/kernel_isa.h"
+#include "platform/kernel_isa.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 
-#include "deepshard/platform/cpu_info.h"
 #include "deepshard/util/error.h"
+#include "platform/cpu_info.h"
 #include "support/kernel_isa_test.h"
 #include "support/test_support.h"
 

@@ -1,6 +1,6 @@
 // The flops profiler on the GPT presets: per-module FLOPs, MACs and parameters from the model's
 // structure, totals against the analytic count of the matrix multiplications, DeepSpeed's layout.
-#include "deepshard/profiling/flops_profiler.h"
+#include "profiling/flops_profiler.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

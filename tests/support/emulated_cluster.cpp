@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "deepshard/launch/subprocess.h"
+#include "launch/subprocess.h"
 #include "support/test_support.h"
 
 namespace deepshard::testing {

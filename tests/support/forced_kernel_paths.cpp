@@ -3,9 +3,9 @@
 
 #include <cstdlib>
 
-#include "deepshard/kernels/bf16_compute.h"
-#include "deepshard/platform/cpu_info.h"
-#include "deepshard/platform/kernel_isa.h"
+#include "kernels/bf16_compute.h"
+#include "platform/cpu_info.h"
+#include "platform/kernel_isa.h"
 
 namespace deepshard::testing {
 namespace {

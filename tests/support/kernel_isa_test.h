@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "deepshard/platform/cpu_info.h"
-#include "deepshard/platform/kernel_isa.h"
+#include "platform/cpu_info.h"
+#include "platform/kernel_isa.h"
 
 namespace deepshard::testing {
 

@@ -3,7 +3,7 @@
 // tests written for one of the two paths.
 #pragma once
 
-#include "deepshard/kernels/bf16_compute.h"
+#include "kernels/bf16_compute.h"
 
 namespace deepshard::testing {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "deepshard/launch/subprocess.h"
+#include "launch/subprocess.h"
 
 namespace deepshard::testing {
 

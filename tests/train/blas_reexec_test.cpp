@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "deepshard/platform/blas_kernels.h"
+#include "platform/blas_kernels.h"
 #include "support/test_support.h"
 #include "train/run_helpers.h"
 

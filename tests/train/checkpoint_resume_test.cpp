@@ -16,7 +16,7 @@
 #include <initializer_list>
 #include <map>
 
-#include "deepshard/launch/subprocess.h"
+#include "launch/subprocess.h"
 #include "train/llama_run.h"
 #include "train/run_helpers.h"
 

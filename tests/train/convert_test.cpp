@@ -8,15 +8,15 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "data/sampler.h"
+#include "data/token_file.h"
 #include "deepshard/checkpoint/engine_checkpoint.h"
 #include "deepshard/checkpoint/safetensors.h"
 #include "deepshard/config/loader.h"
-#include "deepshard/data/sampler.h"
-#include "deepshard/data/token_file.h"
 #include "deepshard/models/gpt.h"
-#include "deepshard/models/hf_weights.h"
-#include "deepshard/models/registry.h"
 #include "deepshard/train/trainer.h"
+#include "models/hf_weights.h"
+#include "models/registry.h"
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {

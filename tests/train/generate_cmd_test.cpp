@@ -4,9 +4,9 @@
 
 #include "deepshard/config/loader.h"
 #include "deepshard/models/gpt.h"
-#include "deepshard/models/hf_weights.h"
-#include "deepshard/models/registry.h"
 #include "deepshard/train/trainer.h"
+#include "models/hf_weights.h"
+#include "models/registry.h"
 #include "support/test_support.h"
 
 namespace deepshard::testing {

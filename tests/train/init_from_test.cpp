@@ -7,9 +7,9 @@
 
 #include "deepshard/config/loader.h"
 #include "deepshard/models/gpt.h"
-#include "deepshard/models/hf_weights.h"
-#include "deepshard/models/registry.h"
 #include "deepshard/train/trainer.h"
+#include "models/hf_weights.h"
+#include "models/registry.h"
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {

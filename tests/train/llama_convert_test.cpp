@@ -11,14 +11,14 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "data/sampler.h"
+#include "data/token_file.h"
 #include "deepshard/checkpoint/engine_checkpoint.h"
 #include "deepshard/checkpoint/safetensors.h"
 #include "deepshard/config/loader.h"
-#include "deepshard/data/sampler.h"
-#include "deepshard/data/token_file.h"
-#include "deepshard/models/hf_weights.h"
-#include "deepshard/models/registry.h"
 #include "deepshard/train/model_factory.h"
+#include "models/hf_weights.h"
+#include "models/registry.h"
 #include "train/llama_run.h"
 #include "train/run_helpers.h"
 

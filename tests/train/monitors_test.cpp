@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "deepshard/monitor/csv_monitor.h"
-#include "deepshard/monitor/tensorboard.h"
+#include "monitor/csv_monitor.h"
+#include "monitor/tensorboard.h"
 #include "support/test_support.h"
 #include "train/run_helpers.h"
 #include "train/run_monitors.h"

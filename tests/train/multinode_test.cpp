@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <memory>
 
-#include "deepshard/launch/launcher.h"
-#include "deepshard/launch/subprocess.h"
+#include "launch/launcher.h"
+#include "launch/subprocess.h"
 #include "support/test_support.h"
 #include "train/run_helpers.h"
 

@@ -15,8 +15,8 @@
 #include <random>
 #include <thread>
 
-#include "deepshard/launch/launcher.h"
-#include "deepshard/launch/subprocess.h"
+#include "launch/launcher.h"
+#include "launch/subprocess.h"
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {

@@ -7,8 +7,8 @@
 
 #include "deepshard/config/loader.h"
 #include "deepshard/models/flops.h"
-#include "deepshard/models/registry.h"
 #include "deepshard/train/trainer.h"
+#include "models/registry.h"
 #include "support/test_support.h"
 #include "train/run_helpers.h"
 

@@ -1,5 +1,5 @@
-// Log levels by name (deepshard/util/log.h): DEEPSHARD_LOG_LEVEL's and DeepSpeed's log_level's.
-#include "deepshard/util/log.h"
+// Log levels by name (util/log.h): DEEPSHARD_LOG_LEVEL's and DeepSpeed's log_level's.
+#include "util/log.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Tests of the small string helpers (util/strings.h).
-#include "deepshard/util/strings.h"
+#include "util/strings.h"
 
 #include <gtest/gtest.h>
 

@@ -6,8 +6,8 @@
 
 #include <string>
 
+#include "comm/transport_options.h"
 #include "deepshard/checkpoint/tensor_slice.h"
-#include "deepshard/comm/transport_options.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/util/error.h"
 #include "deepshard/zero/engine.h"

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "deepshard/util/error.h"
-#include "deepshard/comm/transport_options.h"
+#include "comm/transport_options.h"
 #include "workers/worker.h"
 
 namespace deepshard::testing {

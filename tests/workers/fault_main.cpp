@@ -32,8 +32,8 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "deepshard/io/aio_options.h"
 #include "deepshard/util/error.h"
+#include "io/aio_options.h"
 #include "util/fault_injection.h"
 
 namespace deepshard::testing {

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "deepshard/parallel/process_groups.h"
 #include "deepshard/util/error.h"
+#include "parallel/process_groups.h"
 #include "workers/worker.h"
 
 namespace deepshard::testing {

@@ -5,9 +5,9 @@
 #include <csignal>
 #include <thread>
 
-#include "deepshard/parallel/pipeline_engine.h"
-#include "deepshard/parallel/process_groups.h"
 #include "deepshard/util/error.h"
+#include "parallel/pipeline_engine.h"
+#include "parallel/process_groups.h"
 #include "workers/gpt_reference.h"
 
 namespace deepshard::testing {

@@ -2,13 +2,13 @@
 // ranks. Every rank also runs the single-rank reference itself (gpt_reference.h: the whole model,
 // the whole global batch), so the comparison is with the single-rank run step by step, in the same
 // process.
-#include "deepshard/models/gpt_memory.h"
 #include "deepshard/models/parameter_shapes.h"
-#include "deepshard/models/tensor_parallel_gpt.h"
-#include "deepshard/models/tensor_parallel_llama.h"
-#include "deepshard/parallel/grad_norm.h"
-#include "deepshard/parallel/model_parallel_counts.h"
-#include "deepshard/parallel/process_groups.h"
+#include "models/gpt_memory.h"
+#include "models/tensor_parallel_gpt.h"
+#include "models/tensor_parallel_llama.h"
+#include "parallel/grad_norm.h"
+#include "parallel/model_parallel_counts.h"
+#include "parallel/process_groups.h"
 #include "workers/gpt_reference.h"
 
 namespace deepshard::testing {

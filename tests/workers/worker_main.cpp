@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <exception>
 
-#include "deepshard/comm/transport_options.h"
-#include "deepshard/util/log.h"
+#include "comm/transport_options.h"
 #include "support/forced_kernel_paths.h"
+#include "util/log.h"
 #include "workers/worker.h"
 
 namespace deepshard::testing {

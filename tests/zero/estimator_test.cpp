@@ -1,5 +1,5 @@
 // The model-state estimator against design §4's formulas.
-#include "deepshard/zero/estimator.h"
+#include "zero/estimator.h"
 
 #include <gtest/gtest.h>
 

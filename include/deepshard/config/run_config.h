@@ -48,7 +48,7 @@ struct ModelPreset {
 
 // What the model section needs to know of one architecture: its name, its presets and its own
 // checks of the section. The models layer supplies one per registered architecture
-// (models::arch_schemas(), deepshard/models/registry.h); config knows none.
+// (models::arch_schemas(), src/models/registry.h); config knows none.
 struct ArchSchema {
   std::string name;
   std::vector<ModelPreset> presets;

@@ -6,8 +6,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include "deepshard/kernels/linear.h"
 #include "deepshard/util/error.h"
+#include "kernels/linear.h"
 #include "models/linear_call.h"
 
 namespace deepshard::models {

@@ -7,10 +7,10 @@
 
 #include <cmath>
 
-#include "deepshard/activation/checkpoint.h"
-#include "deepshard/kernels/matmul.h"
+#include "activation/checkpoint.h"
 #include "deepshard/models/bert.h"
 #include "deepshard/util/error.h"
+#include "kernels/matmul.h"
 #include "models/layer_norm_call.h"
 #include "models/linear_call.h"
 

@@ -5,7 +5,7 @@
 
 #include "deepshard/config/run_config.h"
 #include "deepshard/models/bert.h"
-#include "deepshard/models/registry.h"
+#include "models/registry.h"
 
 namespace deepshard::models {
 

@@ -11,13 +11,13 @@
 #include <limits>
 #include <vector>
 
-#include "deepshard/activation/checkpoint.h"
-#include "deepshard/kernels/causal_attention.h"
-#include "deepshard/kernels/fused_ops.h"
-#include "deepshard/kernels/matmul.h"
-#include "deepshard/models/attention.h"
+#include "activation/checkpoint.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/util/error.h"
+#include "kernels/causal_attention.h"
+#include "kernels/fused_ops.h"
+#include "kernels/matmul.h"
+#include "models/attention.h"
 #include "models/layer_norm_call.h"
 #include "models/linear_call.h"
 

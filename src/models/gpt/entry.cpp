@@ -5,10 +5,10 @@
 
 #include "deepshard/config/run_config.h"
 #include "deepshard/models/gpt.h"
-#include "deepshard/models/gpt_memory.h"
-#include "deepshard/models/registry.h"
-#include "deepshard/models/tensor_parallel_gpt.h"
 #include "deepshard/util/error.h"
+#include "models/gpt_memory.h"
+#include "models/registry.h"
+#include "models/tensor_parallel_gpt.h"
 
 namespace deepshard::models {
 

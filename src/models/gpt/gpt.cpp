@@ -4,8 +4,8 @@
 
 #include <torch/torch.h>
 
-#include "deepshard/kernels/linear.h"
 #include "deepshard/util/error.h"
+#include "kernels/linear.h"
 #include "models/gpt/init.h"
 #include "models/layer_norm_call.h"
 

@@ -10,8 +10,8 @@
 // (B*T*V*4); the logits themselves are freed when the loss returns.
 #include <algorithm>
 
-#include "deepshard/models/gpt_memory.h"
 #include "deepshard/util/error.h"
+#include "models/gpt_memory.h"
 
 namespace deepshard::models {
 

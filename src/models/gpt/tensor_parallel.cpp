@@ -4,14 +4,14 @@
 // (the one-rank run's masks: models::dropout_slice).
 #include <torch/torch.h>
 
-#include "deepshard/activation/checkpoint.h"
-#include "deepshard/kernels/fused_ops.h"
-#include "deepshard/kernels/linear.h"
-#include "deepshard/models/attention.h"
-#include "deepshard/models/tensor_ops.h"
-#include "deepshard/models/tensor_parallel_gpt.h"
+#include "activation/checkpoint.h"
 #include "deepshard/util/error.h"
+#include "kernels/fused_ops.h"
+#include "kernels/linear.h"
+#include "models/attention.h"
 #include "models/layer_norm_call.h"
+#include "models/tensor_ops.h"
+#include "models/tensor_parallel_gpt.h"
 
 namespace deepshard::models {
 namespace {

@@ -7,10 +7,10 @@
 #include <limits>
 #include <utility>
 
-#include "deepshard/activation/checkpoint.h"
-#include "deepshard/kernels/matmul.h"
+#include "activation/checkpoint.h"
 #include "deepshard/models/llama.h"
 #include "deepshard/util/error.h"
+#include "kernels/matmul.h"
 #include "models/linear_call.h"
 
 namespace deepshard::models {

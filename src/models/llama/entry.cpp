@@ -5,9 +5,9 @@
 
 #include "deepshard/config/run_config.h"
 #include "deepshard/models/llama.h"
-#include "deepshard/models/registry.h"
-#include "deepshard/models/tensor_parallel_llama.h"
 #include "deepshard/util/error.h"
+#include "models/registry.h"
+#include "models/tensor_parallel_llama.h"
 
 namespace deepshard::models {
 

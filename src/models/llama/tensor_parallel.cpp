@@ -3,11 +3,11 @@
 // projections before g, the vocabulary-parallel embedding, head and cross-entropy).
 #include <torch/torch.h>
 
-#include "deepshard/activation/checkpoint.h"
-#include "deepshard/kernels/linear.h"
-#include "deepshard/models/tensor_ops.h"
-#include "deepshard/models/tensor_parallel_llama.h"
+#include "activation/checkpoint.h"
 #include "deepshard/util/error.h"
+#include "kernels/linear.h"
+#include "models/tensor_ops.h"
+#include "models/tensor_parallel_llama.h"
 
 namespace deepshard::models {
 namespace {

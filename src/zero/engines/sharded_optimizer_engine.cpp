@@ -6,9 +6,9 @@
 #include <cmath>
 #include <deque>
 
-#include "deepshard/comm/powersgd.h"
+#include "comm/powersgd.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 #include "zero/grad_compression.h"
 #include "zero/grad_norm.h"
 #include "zero/grad_ready_hooks.h"

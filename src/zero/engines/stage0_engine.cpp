@@ -3,7 +3,7 @@
 
 #include <torch/torch.h>
 
-#include "deepshard/comm/powersgd.h"
+#include "comm/powersgd.h"
 #include "deepshard/util/error.h"
 #include "zero/grad_compression.h"
 #include "zero/grad_norm.h"

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "deepshard/optim/adam.h"
+#include "optim/adam.h"
 #include "zero/engine_base.h"
 #include "zero/flat_params.h"
 #include "zero/grad_buckets.h"

@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
 #include "deepshard/zero/partitioned_build.h"
+#include "util/log.h"
 #include "zero/grad_norm.h"
 #include "zero/offload_notes.h"
 #include "zero/stage3/pre_backward.h"

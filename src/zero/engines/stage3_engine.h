@@ -29,8 +29,8 @@
 #include <memory>
 #include <vector>
 
-#include "deepshard/optim/adam.h"
 #include "deepshard/sharding/sharding_plan.h"
+#include "optim/adam.h"
 #include "zero/engine_base.h"
 #include "zero/stage3/coordinator.h"
 #include "zero/stage3/grad_reducer.h"

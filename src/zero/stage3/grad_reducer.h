@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "deepshard/comm/grad_reduction.h"
+#include "comm/grad_reduction.h"
 #include "deepshard/config/ds_config.h"
 #include "deepshard/zero/memory_ledger.h"
 #include "zero/stage3/slice_store.h"

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "deepshard/comm/derived_groups.h"
-#include "deepshard/comm/transport_options.h"
+#include "comm/derived_groups.h"
+#include "comm/transport_options.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::zero {
 

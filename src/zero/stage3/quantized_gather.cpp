@@ -3,8 +3,8 @@
 
 #include <ATen/ATen.h>
 
-#include "deepshard/kernels/int8_quantize.h"
 #include "deepshard/util/error.h"
+#include "kernels/int8_quantize.h"
 
 namespace deepshard::zero {
 

@@ -1,7 +1,7 @@
 // Implementation of SecondaryPartitions, ZeRO++'s hpZ (see secondary_partition.h).
 #include "zero/stage3/secondary_partition.h"
 
-#include "deepshard/comm/derived_groups.h"
+#include "comm/derived_groups.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::zero {

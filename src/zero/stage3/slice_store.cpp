@@ -7,7 +7,7 @@
 
 #include "deepshard/comm/rendezvous.h"
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 #include "zero/swapped_adam.h"
 
 namespace deepshard::zero {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "deepshard/config/ds_config.h"
-#include "deepshard/offload/partition_swapper.h"
 #include "deepshard/zero/memory_ledger.h"
+#include "offload/partition_swapper.h"
 #include "zero/stage3/unit.h"
 
 namespace deepshard::zero {

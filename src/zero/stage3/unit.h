@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "deepshard/comm/group.h"
-#include "deepshard/optim/adam.h"
+#include "optim/adam.h"
 #include "zero/flat_params.h"
 #include "zero/shard_layout.h"
 #include "zero/stage3/quantized_gather.h"

@@ -4,7 +4,7 @@
 #include <torch/torch.h>
 
 #include "deepshard/util/error.h"
-#include "deepshard/util/log.h"
+#include "util/log.h"
 
 namespace deepshard::zero {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "deepshard/monitor/monitor.h"
+#include "monitor/monitor.h"
 
 namespace deepshard::monitor {
 

@@ -7,9 +7,9 @@
 #include <memory>
 
 #include "deepshard/comm/group.h"
-#include "deepshard/comm/transport_options.h"
+#include "comm/transport_options.h"
 #include "deepshard/config/parallel_config.h"
-#include "deepshard/parallel/rank_grid.h"
+#include "parallel/rank_grid.h"
 
 namespace deepshard::parallel {
 

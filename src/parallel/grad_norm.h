@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "deepshard/models/tensor_parallel_model.h"
+#include "models/tensor_parallel_model.h"
 
 namespace deepshard::parallel {
 

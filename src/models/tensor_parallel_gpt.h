@@ -19,7 +19,7 @@
 
 #include "deepshard/comm/group.h"
 #include "deepshard/models/gpt.h"
-#include "deepshard/models/tensor_parallel_model.h"
+#include "models/tensor_parallel_model.h"
 
 namespace deepshard::models {
 

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "deepshard/data/tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace deepshard::data {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "deepshard/io/aio_options.h"
+#include "io/aio_options.h"
 
 namespace deepshard::io {
 class AsyncIo;

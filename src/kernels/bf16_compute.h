@@ -22,7 +22,7 @@
 #include <string>
 #include <string_view>
 
-#include "deepshard/platform/cpu_info.h"
+#include "platform/cpu_info.h"
 
 namespace deepshard::kernels {
 

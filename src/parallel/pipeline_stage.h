@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "deepshard/models/causal_lm.h"
-#include "deepshard/models/tensor_parallel_model.h"
-#include "deepshard/parallel/pipeline_partition.h"
+#include "models/tensor_parallel_model.h"
+#include "parallel/pipeline_partition.h"
 
 namespace deepshard::parallel {
 

@@ -10,10 +10,11 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "deepshard/platform/cpu_info.h"
+#include "platform/cpu_info.h"
 
 namespace deepshard::platform {
 
@@ -21,7 +22,9 @@ namespace deepshard::platform {
 // "rejected:<core>" after the numeric check failed.
 inline constexpr const char* kAutoCoretypeVar = "DEEPSHARD_OPENBLAS_CORETYPE_AUTO";
 
-// openblas_get_corename() of the OpenBLAS loaded in this process; "" when there is none.
+// openblas_get_corename() of the OpenBLAS loaded in this process, or else of the system's
+// libblas.so.3 (the one libtorch loads; a launcher process has none loaded); "" when neither is
+// OpenBLAS.
 std::string openblas_corename();
 
 // True for OpenBLAS cores without AVX2 kernels (Prescott, Core2, Nehalem, Sandybridge, ...).
@@ -32,9 +35,9 @@ bool is_generic_openblas_core(const std::string& core);
 std::string matching_openblas_coretype(const CpuInfo& cpu);
 
 struct BlasChoice {
-  std::string detected_core;  // what OpenBLAS picked in this process
-  std::string env_coretype;   // OPENBLAS_CORETYPE as found ("" = unset)
-  bool user_set = false;      // env_coretype was set by the user (not by deepshard)
+  std::string detected_core;    // what OpenBLAS picked in this process
+  std::string env_coretype;     // OPENBLAS_CORETYPE as found ("" = unset)
+  bool user_set = false;        // env_coretype was set by the user (not by deepshard)
   std::string coretype_to_set;  // non-empty: start the ranks with OPENBLAS_CORETYPE=<this>
   std::string reason;           // one line for logs and `deepshard doctor`
 };
@@ -44,7 +47,16 @@ struct BlasChoice {
 BlasChoice choose_openblas_coretype(const std::string& detected_core, const CpuInfo& cpu,
                                     const char* env_coretype, const char* auto_marker);
 
-// The decision for this process (its OpenBLAS, CPU and environment).
+// OPENBLAS_CORETYPE and kAutoCoretypeVar as the process found them at start (nullopt = unset). The
+// executable's option parsing (cli/process_options) and test mains read them and record them here;
+// nothing in the libraries reads the environment. Never recorded: both unset.
+struct BlasEnvironment {
+  std::optional<std::string> coretype;
+  std::optional<std::string> auto_marker;
+};
+void record_blas_environment(BlasEnvironment env);
+
+// The decision for this process (its OpenBLAS, CPU and recorded environment).
 BlasChoice current_blas_choice();
 
 // Variables to add to the ranks' environment (empty when nothing needs setting).

@@ -43,6 +43,10 @@ int find_free_port();
 
 std::string launch_usage();
 
+// True when `args` (after the subcommand) ask for the usage: -h or --help before the command's
+// "--".
+bool launch_help_requested(const std::vector<std::string>& args);
+
 // The token of this job for DEEPSHARD_JOB_TOKEN: the launcher's own DEEPSHARD_JOB_TOKEN, else a
 // random one (one node only: several nodes must share it, a UsageError says so).
 std::string job_token(const LaunchOptions& options);

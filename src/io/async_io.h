@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "deepshard/io/aio_options.h"
+#include "io/aio_options.h"
 
 namespace deepshard::io {
 

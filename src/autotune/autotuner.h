@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "deepshard/launch/launcher.h"
+#include "launch/launcher.h"
 
 namespace deepshard::autotune {
 

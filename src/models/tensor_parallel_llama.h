@@ -20,7 +20,7 @@
 
 #include "deepshard/comm/group.h"
 #include "deepshard/models/llama.h"
-#include "deepshard/models/tensor_parallel_model.h"
+#include "models/tensor_parallel_model.h"
 
 namespace deepshard::models {
 

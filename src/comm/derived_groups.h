@@ -5,7 +5,7 @@
 #pragma once
 
 #include "deepshard/comm/group.h"
-#include "deepshard/comm/transport_options.h"
+#include "comm/transport_options.h"
 
 namespace deepshard::comm {
 

@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "deepshard/monitor/monitor.h"
+#include "monitor/monitor.h"
 
 namespace deepshard::monitor {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "deepshard/data/token_file.h"
+#include "data/token_file.h"
 
 namespace deepshard::data {
 

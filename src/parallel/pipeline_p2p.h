@@ -16,8 +16,8 @@
 #include <utility>
 
 #include "deepshard/comm/group.h"
-#include "deepshard/comm/transport_options.h"
-#include "deepshard/parallel/rank_grid.h"
+#include "comm/transport_options.h"
+#include "parallel/rank_grid.h"
 
 namespace deepshard::parallel {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "deepshard/models/parameter_shapes.h"
-#include "deepshard/parallel/pipeline_partition.h"
+#include "parallel/pipeline_partition.h"
 #include "deepshard/sharding/tensor_plan.h"
 
 namespace deepshard::parallel {

@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "deepshard/platform/kernel_isa.h"
+#include "platform/kernel_isa.h"
 
 namespace deepshard::kernels {
 

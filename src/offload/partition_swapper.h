@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "deepshard/io/aio_options.h"
-#include "deepshard/io/async_io.h"
+#include "io/aio_options.h"
+#include "io/async_io.h"
 
 namespace deepshard::io {
 class AlignedBuffer;

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "deepshard/comm/group.h"
-#include "deepshard/parallel/pipeline_p2p.h"
-#include "deepshard/parallel/pipeline_partition.h"
-#include "deepshard/parallel/pipeline_stage.h"
+#include "parallel/pipeline_p2p.h"
+#include "parallel/pipeline_partition.h"
+#include "parallel/pipeline_stage.h"
 
 namespace deepshard::parallel {
 
