@@ -164,7 +164,7 @@ echo "load average (1/5/15 min) before: $load_before, after: $load_after."
 [ -s "$out_dir/platform.txt" ] && echo "deepshard's ranks: $(cat "$out_dir/platform.txt")."
 echo "PyTorch peers: OPENBLAS_CORETYPE=${peer_coretype:-unset} (the kernels deepshard's ranks get)."
 for dtype in "${dtypes[@]}"; do
-  peak=$(cat "$out_dir"/peak-"$dtype"-*.txt 2>/dev/null | sort -g | tail -1)
+  peak=$(cat "$out_dir"/peak-"$dtype"-*.txt 2>/dev/null | sort -g | tail -1 || true)  # none without z0..z3
   [ -z "$peak" ] || printf 'Matmul peak per rank (%s, measured by rank 0 after each run as `deepshard doctor` does; highest of the runs): %.1f GFLOP/s. MFU = achieved / that run'"'"'s peak (summary.json).\n' "$dtype" "$peak"
 done
 echo
