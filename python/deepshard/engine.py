@@ -274,7 +274,12 @@ class DeepShardEngine:
 
 def _inject_kernels(model, kernel_inject):
     """initialize(kernel_inject=...): ops.inject_kernels on the model, said on rank 0."""
-    kinds = ops.DEFAULT_KINDS if kernel_inject is True else tuple(kernel_inject)
+    if kernel_inject is True:
+        kinds = ops.DEFAULT_KINDS
+    elif isinstance(kernel_inject, str):
+        kinds = (kernel_inject,)
+    else:
+        kinds = tuple(kernel_inject)
     init_distributed()
     counts = ops.inject_kernels(model, kinds)
     if _C.get_rank() == 0:

@@ -109,7 +109,9 @@ def inject_kernels(model, kinds=DEFAULT_KINDS):
     modules in place: "linear" (nn.Linear), "layer_norm" (nn.LayerNorm, affine over the last
     dimension), "gelu" (nn.GELU(approximate="tanh")). Each module keeps its identity, parameters,
     buffers, hooks and state_dict keys; only its class (its forward) changes. Only modules of
-    exactly torch's class are switched. Returns the number switched per kind."""
+    exactly torch's class are switched. Returns the number switched per kind. Call it before
+    deepshard.initialize (or pass initialize kernel_inject=...): at ZeRO-3 the engine wraps each
+    unit's forward as it is then."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"deepshard.ops.inject_kernels: model is a {type(model).__name__}, "
                         "not a torch.nn.Module")

@@ -192,3 +192,20 @@ def test_inject_kernels_refuses_wrong_arguments():
         ops.inject_kernels([nn.Linear(2, 2)])
     with pytest.raises(ValueError, match="unknown kind"):
         ops.inject_kernels(nn.Linear(2, 2), ["linear", "attention"])
+
+
+def test_initialize_kernel_inject_switches_before_the_engine():
+    """initialize(kernel_inject=...) at one rank (no group): the kinds asked are switched, others
+    are not, and the engine trains the switched model."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.GELU(approximate="tanh"), nn.LayerNorm(8))
+    config = {"train_micro_batch_size_per_gpu": 2,
+              "optimizer": {"type": "AdamW", "params": {"lr": 1e-2}}}
+    engine, _, _, _ = deepshard.initialize(model=model, config=config, kernel_inject="gelu")
+    assert type(model[1]) is ops.GELU and type(model[0]) is nn.Linear
+    assert type(model[2]) is nn.LayerNorm
+    before = model[0].weight.detach().clone()
+    loss = engine(torch.randn(2, 4)).square().mean()
+    engine.backward(loss)
+    engine.step()
+    assert not torch.equal(before, model[0].weight.detach())
+    engine.destroy()
