@@ -296,9 +296,10 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     The optimizer and the schedule are the config's "optimizer" and "scheduler" sections (the
     engine's C++ Adam/AdamW, partitioned by the ZeRO stage); the engine trains every parameter
     with requires_grad (model_parameters, when given, must be exactly those).
-    kernel_inject (deepshard's own argument): True switches the model's nn.LayerNorm and
-    nn.GELU(approximate="tanh") to deepshard's fused kernels first, a list of kinds chooses them
-    ("linear", "layer_norm", "gelu": ops.inject_kernels); what was switched is logged."""
+    kernel_inject (deepshard's own argument): True switches the model's nn.LayerNorm,
+    nn.GELU(approximate="tanh") and nn.MultiheadAttention to deepshard's fused kernels first, a
+    kind or a list of kinds chooses them ("linear", "layer_norm", "gelu", "attention":
+    ops.inject_kernels); what was switched is logged."""
     if model is None:
         raise ValueError("deepshard.initialize: no model")
     if optimizer is not None:

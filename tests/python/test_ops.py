@@ -191,7 +191,7 @@ def test_inject_kernels_refuses_wrong_arguments():
     with pytest.raises(TypeError, match="not a torch.nn.Module"):
         ops.inject_kernels([nn.Linear(2, 2)])
     with pytest.raises(ValueError, match="unknown kind"):
-        ops.inject_kernels(nn.Linear(2, 2), ["linear", "attention"])
+        ops.inject_kernels(nn.Linear(2, 2), ["linear", "rotary"])
 
 
 def test_initialize_kernel_inject_switches_before_the_engine():
@@ -209,3 +209,48 @@ def test_initialize_kernel_inject_switches_before_the_engine():
     engine.step()
     assert not torch.equal(before, model[0].weight.detach())
     engine.destroy()
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("mask_kind", ["float", "bool"])
+def test_multihead_attention_causal(batch_first, mask_kind):
+    """A causal self-attention call of nn.MultiheadAttention: the injected module's output and the
+    gradients of the input and every parameter within FP32_TOLERANCE of torch's."""
+    length = 40
+    torch_mha = nn.MultiheadAttention(48, 4, batch_first=batch_first)
+    fused = copy.deepcopy(torch_mha)
+    assert ops.inject_kernels(fused, ["attention"]) == {"attention": 1}
+    upper = torch.ones(length, length, dtype=torch.bool).triu(1)
+    mask = upper if mask_kind == "bool" else \
+        torch.zeros(length, length).masked_fill(upper, float("-inf"))
+    x = torch.randn(3, length, 48) if batch_first else torch.randn(length, 3, 48)
+    assert fused._kernel_applies(x, x, x, None, False, mask)
+
+    def run(module):
+        return lambda t: module(t, t, t, attn_mask=mask, need_weights=False)[0]
+
+    check(run(fused), run(torch_mha), [x], FP32_TOLERANCE,
+          f"MultiheadAttention batch_first={batch_first} {mask_kind} mask")
+    for (name, p), r in zip(fused.named_parameters(), torch_mha.parameters()):
+        diff = max_rel(p.grad, r.grad)
+        print(f"  grad {name}: {diff:.1e}")
+        assert diff <= FP32_TOLERANCE, (name, diff)
+
+
+def test_multihead_attention_other_calls_keep_torch():
+    torch_mha = nn.MultiheadAttention(16, 2, batch_first=True)
+    fused = copy.deepcopy(torch_mha)
+    ops.inject_kernels(fused)
+    x, other = torch.randn(2, 6, 16), torch.randn(2, 6, 16)
+    causal = torch.ones(6, 6, dtype=torch.bool).triu(1)
+    calls = [dict(query=x, key=x, value=x, attn_mask=causal),  # need_weights (the default)
+             dict(query=x, key=other, value=other, attn_mask=causal, need_weights=False),
+             dict(query=x, key=x, value=x, attn_mask=causal.t(), need_weights=False),
+             dict(query=x, key=x, value=x, need_weights=False)]
+    for call in calls:
+        assert not fused._kernel_applies(call["query"], call["key"], call["value"], None,
+                                         call.get("need_weights", True), call.get("attn_mask"))
+        got, ref = fused(**call), torch_mha(**call)
+        assert torch.equal(got[0], ref[0])
+    assert not ops.is_causal_mask(torch.zeros(6, 6), 6)
+    assert not ops.is_causal_mask(causal, 5)
