@@ -4,11 +4,11 @@ one pass over memory, blocked causal attention, cross-entropy in fp32), as diffe
 and as torch.nn modules that run them. The modules are subclasses of the torch modules they
 replace with only `forward` changed (same parameters, buffers, state_dict and hooks), and
 inject_kernels(model) switches a model's nn.LayerNorm, nn.GELU(approximate="tanh") and
-nn.MultiheadAttention (and, when asked, nn.Linear) to them in place; `deepshard.initialize(..., kernel_inject=True)` does it for the
-engine's model.
-Each kernel runs torch's own operator for what it does not handle (another device or dtype, a
-strided input, a build without oneDNN), and the modules keep torch's forward under
-torch.autocast, whose casts a kernel would bypass."""
+nn.MultiheadAttention (and, when asked, nn.Linear) to them in place;
+`deepshard.initialize(..., kernel_inject=True)` does it for the engine's model. Each kernel runs
+torch's own operator for what it does not handle (another device or dtype, a strided input, a
+build without oneDNN), and the modules keep torch's forward under torch.autocast, whose casts a
+kernel would bypass."""
 import math
 
 import torch
@@ -144,7 +144,7 @@ _KINDS = {
     "attention": (nn.MultiheadAttention, MultiheadAttention, lambda m: True),
 }
 # Switched unless asked otherwise. Not "linear": on this project's Xeon (AVX-512) OpenBLAS's
-# SkylakeX sgemm, which torch's Linear runs on, is 1.4-1.7x faster than oneDNN's for the GPT's
+# SkylakeX sgemm, which torch's Linear runs on, is 1.7-1.9x faster than oneDNN's for the GPT's
 # shapes at one thread (docs/python.md, "Fused kernels"); the oneDNN Linear pays off where
 # OpenBLAS runs a generic core.
 DEFAULT_KINDS = ("layer_norm", "gelu", "attention")
@@ -154,11 +154,11 @@ def inject_kernels(model, kinds=DEFAULT_KINDS):
     """Switches the modules of `model` (itself included) of the given kinds to deepshard's fused
     modules in place: "linear" (nn.Linear), "layer_norm" (nn.LayerNorm, affine over the last
     dimension), "gelu" (nn.GELU(approximate="tanh")), "attention" (nn.MultiheadAttention: the
-    kernel for its causal self-attention calls, torch's forward for the others). Each module keeps its identity, parameters,
-    buffers, hooks and state_dict keys; only its class (its forward) changes. Only modules of
-    exactly torch's class are switched. Returns the number switched per kind. Call it before
-    deepshard.initialize (or pass initialize kernel_inject=...): at ZeRO-3 the engine wraps each
-    unit's forward as it is then."""
+    kernel for its causal self-attention calls, torch's forward for the others). Each module keeps
+    its identity, parameters, buffers, hooks and state_dict keys; only its class (its forward)
+    changes. Only modules of exactly torch's class are switched. Returns the number switched per
+    kind. Call it before deepshard.initialize (or pass initialize kernel_inject=...): at ZeRO-3
+    the engine wraps each unit's forward as it is then."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"deepshard.ops.inject_kernels: model is a {type(model).__name__}, "
                         "not a torch.nn.Module")
@@ -179,5 +179,5 @@ def inject_kernels(model, kinds=DEFAULT_KINDS):
 
 
 def sgemm_status():
-    """One line: oneDNN's sgemm (what the Linear kernel runs on) and whether it is used, or why not."""
+    """One line: oneDNN's sgemm (the Linear kernel's) and whether it is used, or why not."""
     return _C.ops.sgemm_status()

@@ -23,7 +23,8 @@ BF16_TOLERANCE = 2e-2
 
 
 def max_rel(got, ref):
-    return ((got.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-30)).item()
+    scale = ref.float().abs().max().clamp_min(1e-30)
+    return ((got.float() - ref.float()).abs().max() / scale).item()
 
 
 def check(fn, ref_fn, inputs, tolerance, label):
@@ -98,8 +99,9 @@ def test_causal_attention(batch, length, width, heads):
     qkv = torch.randn(batch, length, 3 * width)
     assert deepshard._C.ops.causal_attention_supported(qkv, heads) == \
         deepshard._C.ops.linear_supported(qkv, torch.randn(4, 3 * width))  # both need the sgemm
-    check(lambda t: ops.causal_attention(t, heads), lambda t: ops.causal_attention_reference(t, heads),
-          [qkv], FP32_TOLERANCE, f"causal_attention B{batch} T{length} C{width} h{heads}")
+    check(lambda t: ops.causal_attention(t, heads),
+          lambda t: ops.causal_attention_reference(t, heads), [qkv], FP32_TOLERANCE,
+          f"causal_attention B{batch} T{length} C{width} h{heads}")
 
 
 def test_causal_attention_reference_is_attention():
