@@ -4,7 +4,9 @@
 Derived from the project's peer study (torch_peer_bench.py of the deepshard workspace's
 shared/peers folder, 2026-11-22: model, data and rank harness are that program's); changed here so
 that the workload is the one `deepshard train` runs in scripts/bench_peers.sh: GPT-2's tanh GELU
-(--gelu; the study used erf), DeepSpeed's WarmupCosineLR schedule and gradient clipping
+(--gelu; the study used erf; an nn.GELU module), the attention as torch's nn.MultiheadAttention
+(packed q/k/v projection, 1/sqrt(d) scale, causal mask, output projection: the study's computation
+written with the standard module), DeepSpeed's WarmupCosineLR schedule and gradient clipping
 (--clip), AdamW (weight decay on matrices, as deepshard), any GPT shape (the
 `small` preset: --n-layer 6 --n-head 6 --n-embd 384 --block 256), one result line per run. FSDP
 modes are gone (FSDP cannot run on CPU in torch 1.13).
@@ -12,7 +14,10 @@ modes are gone (FSDP cannot run on CPU in torch 1.13).
 Modes deepshard0..deepshard3 train the same Python model on the same data and ranks with
 `import deepshard` (docs/python.md) at that ZeRO stage: the engine's AdamW, WarmupCosineLR and
 clipping from a DeepSpeed config with the values above (PYTHONPATH must reach the package, e.g.
-build/python). scripts/bench_python.sh runs them side by side with DDP and DDP + ZeRO-1.
+build/python); with --kernels the model's nn.LayerNorm, nn.GELU and nn.MultiheadAttention modules
+run deepshard's fused kernels (`deepshard.initialize(kernel_inject=True)`; the Linear layers stay
+torch's). scripts/bench_peers.sh runs them side by side
+with DDP and DDP + ZeRO-1.
 
 Run with Debian's /usr/bin/python3 and python3-torch (torch 1.13.1). Reports global tokens/s at
 the median step time after --warmup steps (per step the slowest rank; a step is forward, loss,
@@ -52,10 +57,15 @@ def parse_args(argv=None):
                    help="bf16 = torch.autocast('cpu', bfloat16) with fp32 master weights/grads")
     p.add_argument("--threads", type=int, default=0, help="intra-op threads per rank; 0 = cores // world")
     p.add_argument("--data", default="random", help="random | PATH (raw bytes)")
+    p.add_argument("--kernels", action="store_true",
+                   help="deepshard modes: initialize(kernel_inject=True), the model's LayerNorm, "
+                        "GELU and MultiheadAttention modules on deepshard's fused kernels")
     p.add_argument("--port", type=int, default=0)
     a = p.parse_args(argv)
     if a.mode == "single":
         a.world = 1
+    if a.kernels and not a.mode.startswith("deepshard"):
+        p.error("--kernels is for the deepshard modes")
     return a
 
 
@@ -80,28 +90,20 @@ def build_model(a):
             super().__init__()
             d = a.n_embd
             self.ln1 = nn.LayerNorm(d)
-            self.qkv = nn.Linear(d, 3 * d)
-            self.proj = nn.Linear(d, d)
+            self.attn = nn.MultiheadAttention(d, a.n_head, batch_first=True)  # packed qkv, proj
             self.ln2 = nn.LayerNorm(d)
             self.fc = nn.Linear(d, 4 * d)
             self.fc2 = nn.Linear(4 * d, d)
+            self.act = nn.GELU(approximate=("tanh" if a.gelu == "tanh" else "none"))
             # additive causal mask as a plain attribute, not a buffer: DDP broadcasts buffers every
             # forward, and gloo (1.13) rejects bool tensors ("Invalid scalar type")
             self.causal = torch.triu(torch.full((a.block, a.block), float("-inf")), diagonal=1)
 
         def forward(self, x):
-            B, T, C = x.shape
-            h = a.n_head
-            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
-            q = q.view(B, T, h, C // h).transpose(1, 2)
-            k = k.view(B, T, h, C // h).transpose(1, 2)
-            v = v.view(B, T, h, C // h).transpose(1, 2)
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // h))
-            att = att + self.causal[:T, :T]
-            att = F.softmax(att.float(), dim=-1).to(v.dtype)
-            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-            x = x + self.proj(y)
-            x = x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate=("tanh" if a.gelu == "tanh" else "none")))
+            T = x.shape[1]
+            h = self.ln1(x)
+            x = x + self.attn(h, h, h, attn_mask=self.causal[:T, :T], need_weights=False)[0]
+            x = x + self.fc2(self.act(self.fc(self.ln2(x))))
             return x
 
     class GPT(nn.Module):
@@ -121,6 +123,9 @@ def build_model(a):
                 nn.init.normal_(m.weight, mean=0.0, std=0.02)
             if isinstance(m, nn.Linear) and m.bias is not None:
                 nn.init.zeros_(m.bias)
+            if isinstance(m, nn.MultiheadAttention):  # its packed q/k/v projection, as a Linear
+                nn.init.normal_(m.in_proj_weight, mean=0.0, std=0.02)
+                nn.init.zeros_(m.in_proj_bias)
 
         def forward(self, idx):
             T = idx.shape[1]
@@ -200,7 +205,8 @@ def run_deepshard_rank(rank, world, a, port, corpus):
     torch.manual_seed(a.seed)
     model = build_model(a)
     n_params = sum(p.numel() for p in model.parameters())
-    engine, _, _, _ = deepshard.initialize(model=model, config=deepshard_config(a))
+    engine, _, _, _ = deepshard.initialize(model=model, config=deepshard_config(a),
+                                           kernel_inject=a.kernels)
 
     def train_step(step, x, y):
         logits = engine(x)
@@ -335,7 +341,7 @@ def main():
                 p.join()
     errs = [r for k, r in results if k == "err"]
     oks = sorted([r for k, r in results if k == "ok"], key=lambda r: r["rank"])
-    out = {"mode": a.mode, "dtype": a.dtype, "world": world, "threads": a.threads, "batch_per_rank": a.batch,
+    out = {"mode": a.mode, "kernels": a.kernels, "dtype": a.dtype, "world": world, "threads": a.threads, "batch_per_rank": a.batch,
            "block": a.block, "steps": a.steps, "warmup": a.warmup, "torch": torch.__version__}
     if errs or len(oks) < world:
         out.update(status="FAIL", error=errs[0]["error"] if errs else "no result (crash/hang)")

@@ -14,10 +14,13 @@
 # (`import deepshard`, docs/python.md) at that ZeRO stage training the peers' own PyTorch model on
 # the peers' data and ranks (bench/torch_peer_bench.py --mode deepshardN): the Python side-by-side
 # (`--impl ddp --impl zero1 --impl py0 --impl py1 --impl py2 --impl py3`), whose stage ratios are
-# against py0. Prints a markdown table for docs/benchmarks.md, with the machine, date, command,
-# load and each configuration's peak resident memory (the largest rank's, of the median run).
+# against py0; py0k..py3k the same with the model's Linear, LayerNorm and GELU modules on
+# deepshard's fused kernels (`initialize(kernel_inject=True)`, --kernels), their ratios against
+# py0k. Prints a markdown table for docs/benchmarks.md, with the machine, date, command, load and
+# each configuration's peak resident memory (the largest rank's, of the median run).
 # Usage: scripts/bench_peers.sh [--repeat R] [--steps S] [--warmup W] [--model peer|small]...
-#                               [--dtype fp32|bf16]... [--impl ddp|zero1|z0..z3|py0..py3]... [--no-build]
+#                               [--dtype fp32|bf16]... [--impl ddp|zero1|z0..z3|py0..py3|py0k..py3k]...
+#                               [--no-build]
 # (defaults: 3 repeats, 30 steps, 5 warm-up, both models, both dtypes, all six implementations;
 # --no-build uses $BUILD_DIR/deepshard as it is). About an hour on 2 idle cores with the defaults.
 set -euo pipefail
@@ -87,12 +90,13 @@ run_one() {
   local model="$1" dtype="$2" impl="$3" i="$4" name="$1-$2-$3-$4"
   local log="$out_dir/$name.log"
   case "$impl" in
-    ddp | zero1 | py[0-3])
-      local mode="$impl"
-      [ "${impl#py}" = "$impl" ] || mode="deepshard${impl#py}"
+    ddp | zero1 | py[0-3] | py[0-3]k)
+      local mode="$impl" kernels=()
+      [ "${impl#py}" = "$impl" ] || mode="deepshard${impl:2:1}"
+      [ "${impl%k}" = "$impl" ] || kernels=(--kernels)
       # shellcheck disable=SC2046
       env "${peer_env[@]}" PYTHONPATH="$build_dir/python${PYTHONPATH:+:$PYTHONPATH}" \
-        "$py" bench/torch_peer_bench.py --mode "$mode" --world "$world" --batch "$batch" \
+        "$py" bench/torch_peer_bench.py --mode "$mode" "${kernels[@]}" --world "$world" --batch "$batch" \
         --dtype "$dtype" --steps "$steps" --warmup "$warmup" $(peer_model_args "$model") >"$log" 2>&1 ||
         { echo "bench_peers: $name failed:" >&2; tail -20 "$log" >&2; exit 1; }
       sed -n 's/^RESULT .*"tokens_per_s": \([0-9.e+]*\).*"peak_rss_bytes": \([0-9]*\).*/\1 - \2/p' \
@@ -160,7 +164,7 @@ echo "load average (1/5/15 min) before: $load_before, after: $load_after."
 [ -s "$out_dir/platform.txt" ] && echo "deepshard's ranks: $(cat "$out_dir/platform.txt")."
 echo "PyTorch peers: OPENBLAS_CORETYPE=${peer_coretype:-unset} (the kernels deepshard's ranks get)."
 for dtype in "${dtypes[@]}"; do
-  peak=$(cat "$out_dir"/peak-"$dtype"-*.txt 2>/dev/null | sort -g | tail -1)
+  peak=$(cat "$out_dir"/peak-"$dtype"-*.txt 2>/dev/null | sort -g | tail -1 || true)  # none without z0..z3
   [ -z "$peak" ] || printf 'Matmul peak per rank (%s, measured by rank 0 after each run as `deepshard doctor` does; highest of the runs): %.1f GFLOP/s. MFU = achieved / that run'"'"'s peak (summary.json).\n' "$dtype" "$peak"
 done
 echo
@@ -168,10 +172,12 @@ echo "| model | dtype | implementation | tokens/s | runs | vs PyTorch DDP | vs P
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for model in "${models[@]}"; do
   for dtype in "${dtypes[@]}"; do
-    ddp=0; zero1=0; z0=0; py0=0
+    ddp=0; zero1=0; z0=0; py0=0; py0k=0
     for impl in "${impls[@]}"; do
       read -r tps mfu rss runs <<<"$(median_of "$model-$dtype-$impl")"
-      case "$impl" in ddp) ddp=$tps ;; zero1) zero1=$tps ;; z0) z0=$tps ;; py0) py0=$tps ;; esac
+      case "$impl" in
+        ddp) ddp=$tps ;; zero1) zero1=$tps ;; z0) z0=$tps ;; py0) py0=$tps ;; py0k) py0k=$tps ;;
+      esac
     done
     for impl in "${impls[@]}"; do
       read -r tps mfu rss runs <<<"$(median_of "$model-$dtype-$impl")"
@@ -179,8 +185,10 @@ for model in "${models[@]}"; do
         ddp) label="PyTorch DDP"; vs_ddp="1.00x"; vs_zero1="-"; vs_z0="-" ;;
         zero1) label="PyTorch DDP + ZeroRedundancyOptimizer"; vs_ddp="-"; vs_zero1="1.00x"; vs_z0="-" ;;
         z* | py*)
-          impl_stage="${impl#?}"; impl_stage="${impl_stage#y}"; own0=$z0; label="deepshard stage $impl_stage"
+          impl_stage="${impl#?}"; impl_stage="${impl_stage#y}"; impl_stage="${impl_stage%k}"
+          own0=$z0; label="deepshard stage $impl_stage"
           [ "${impl#py}" = "$impl" ] || { own0=$py0; label="deepshard stage $impl_stage from Python"; }
+          [ "${impl%k}" = "$impl" ] || { own0=$py0k; label="$label, fused kernels"; }
           vs_z0=$(ratio "$tps" "$own0")
           vs_ddp=$([ "$impl_stage" = 0 ] && ratio "$tps" "$ddp" || echo "-")
           vs_zero1=$([ "$impl_stage" = 1 ] && ratio "$tps" "$zero1" || echo "-") ;;

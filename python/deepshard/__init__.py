@@ -9,11 +9,11 @@ ranks with `deepshard launch -n N -- /usr/bin/python3 train.py` (docs/python.md)
 """
 import torch  # noqa: F401  (libtorch and torch's Python types before the extension)
 
-from . import _C, utils, zero
+from . import _C, ops, utils, zero
 from ._C import CommError, ConfigError, DeepshardError
 from .comm import barrier, get_rank, get_world_size, init_distributed, is_initialized
 from .engine import DeepShardEngine, initialize
 
 __all__ = ["initialize", "init_distributed", "is_initialized", "get_rank", "get_world_size",
-           "barrier", "DeepShardEngine", "zero", "utils", "ConfigError", "CommError",
+           "barrier", "DeepShardEngine", "ops", "zero", "utils", "ConfigError", "CommError",
            "DeepshardError"]

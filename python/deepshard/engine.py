@@ -8,7 +8,7 @@ import weakref
 
 import torch
 
-from . import _C, zero
+from . import _C, ops, zero
 from .comm import init_distributed
 from .module_tree import resolve_units, tree_of
 
@@ -272,13 +272,34 @@ class DeepShardEngine:
         self._hooks.remove()
 
 
+def _inject_kernels(model, kernel_inject):
+    """initialize(kernel_inject=...): ops.inject_kernels on the model, said on rank 0."""
+    if kernel_inject is True:
+        kinds = ops.DEFAULT_KINDS
+    elif isinstance(kernel_inject, str):
+        kinds = (kernel_inject,)
+    else:
+        kinds = tuple(kernel_inject)
+    init_distributed()
+    counts = ops.inject_kernels(model, kinds)
+    if _C.get_rank() == 0:
+        switched = ", ".join(f"{counts.get(k, 0)} {k}" for k in kinds)
+        linear = f"; {ops.sgemm_status()}" if "linear" in kinds else ""
+        _C.log_info(f"deepshard.initialize(kernel_inject): modules switched to deepshard's fused "
+                    f"kernels: {switched}{linear}")
+
+
 def initialize(args=None, model=None, optimizer=None, model_parameters=None, training_data=None,
                lr_scheduler=None, mpu=None, dist_init_required=None, collate_fn=None,
-               config=None, config_params=None):
+               config=None, config_params=None, kernel_inject=False):
     """deepspeed.initialize: returns (engine, optimizer, training_dataloader, lr_scheduler).
     The optimizer and the schedule are the config's "optimizer" and "scheduler" sections (the
     engine's C++ Adam/AdamW, partitioned by the ZeRO stage); the engine trains every parameter
-    with requires_grad (model_parameters, when given, must be exactly those)."""
+    with requires_grad (model_parameters, when given, must be exactly those).
+    kernel_inject (deepshard's own argument): True switches the model's nn.LayerNorm,
+    nn.GELU(approximate="tanh") and nn.MultiheadAttention to deepshard's fused kernels first, a
+    kind or a list of kinds chooses them ("linear", "layer_norm", "gelu", "attention":
+    ops.inject_kernels); what was switched is logged."""
     if model is None:
         raise ValueError("deepshard.initialize: no model")
     if optimizer is not None:
@@ -300,6 +321,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
                              "parameters with requires_grad (the engine trains exactly those; "
                              "set requires_grad=False to freeze one)")
     config_json, config_path = _config_source(config, args)
+    if kernel_inject:
+        _inject_kernels(model, kernel_inject)
     engine = DeepShardEngine(model, config_json, config_path)
     dataloader = None
     if training_data is not None:

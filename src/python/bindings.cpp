@@ -1,6 +1,7 @@
 // The `deepshard._C` Python extension: the process group from the launcher's environment, and
 // zero::Engine over a Python torch.nn.Module given as a ModuleTree (the module's own tensors,
-// nothing copied). The Python package (python/deepshard) builds DeepSpeed's API on it.
+// nothing copied), and the fused kernels (ops_bindings.h). The Python package (python/deepshard)
+// builds DeepSpeed's API on it.
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -24,6 +25,7 @@
 #include "deepshard/util/error.h"
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/partitioned_build.h"
+#include "python/ops_bindings.h"
 #include "util/log.h"
 
 namespace py = pybind11;
@@ -260,6 +262,7 @@ PYBIND11_MODULE(_C, m) {
       py::call_guard<py::gil_scoped_release>());
   m.def("log_info", [](const std::string& s) { log::info(s); });
   m.def("log_warn", [](const std::string& s) { log::warn(s); });
+  python::bind_ops(m);
 
   py::class_<PyPartitionedBuild>(m, "PartitionedBuild")
       .def(py::init<const std::string&>())

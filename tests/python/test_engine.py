@@ -1,7 +1,7 @@
 """deepshard.initialize on a plain PyTorch model (tied weight, frozen parameter, buffer) at N = 2
-and 3 ranks under ZeRO stages 0-3, with and without CPU offload: 20 steps equal the same model
-trained in one process with torch.optim.AdamW (losses and final parameters within 1e-4); bf16
-runs within its loss budget."""
+and 3 ranks under ZeRO stages 0-3, with and without CPU offload, and with deepshard's fused kernels
+injected at stages 0 and 3: 20 steps equal the same model trained in one process with
+torch.optim.AdamW (losses and final parameters within 1e-4); bf16 runs within its loss budget."""
 import os
 
 import pytest
@@ -12,7 +12,10 @@ import train_worker
 from conftest import launch
 
 STEPS = 20
-FP32_CONFIGS = ["s0", "s1", "s2", "s3", "s1-offload", "s2-offload", "s3-offload"]
+# "-kernels": the model's Linear and LayerNorm modules run deepshard's fused kernels
+# (initialize(kernel_inject=["linear", "layer_norm"])); the reference keeps torch's modules.
+FP32_CONFIGS = ["s0", "s1", "s2", "s3", "s1-offload", "s2-offload", "s3-offload", "s0-kernels",
+                "s3-kernels"]
 TOLERANCE = 1e-4
 # bf16 (parameters and activations in bf16, fp32 master): the loss of every step within 0.05 of
 # fp32's (measured: see the test's output).

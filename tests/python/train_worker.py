@@ -24,7 +24,9 @@ BASE = {
 
 
 def config_for(name):
-    """name: s<stage>[-offload][-bf16], e.g. s3-offload."""
+    """name: s<stage>[-offload][-bf16][-kernels], e.g. s3-offload ("kernels": the model's Linear
+    and LayerNorm modules run deepshard's fused kernels, initialize(kernel_inject=...); the config
+    is the same)."""
     parts = name.split("-")
     config = json.loads(json.dumps(BASE))
     zero = config["zero_optimization"]
@@ -59,7 +61,12 @@ def train(name, steps, out, save=None, load=None):
     config = config_for(name)
     model = tiny_lm.build_model(seed=1 + deepshard.get_rank())  # rank 0's values must win
     frozen = tiny_lm.build_model().position_gain.detach().clone()
-    engine, _, _, _ = deepshard.initialize(model=model, config=config)
+    kernels = "kernels" in name.split("-")
+    engine, _, _, _ = deepshard.initialize(
+        model=model, config=config, kernel_inject=("linear", "layer_norm") if kernels else False)
+    if kernels:
+        assert type(model.blocks[0].up) is deepshard.ops.Linear, type(model.blocks[0].up)
+        assert type(model.norm) is deepshard.ops.LayerNorm, type(model.norm)
     rank, world = deepshard.get_rank(), deepshard.get_world_size()
     micro, gas = config["train_micro_batch_size_per_gpu"], config["gradient_accumulation_steps"]
     start = 0
