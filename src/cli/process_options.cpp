@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "deepshard/kernels/libtorch_bf16.h"
 #include "deepshard/platform/dnnl_sgemm.h"
 #include "deepshard/platform/kernel_isa.h"
 #include "deepshard/util/error.h"
@@ -66,6 +67,7 @@ void apply_process_options(const ProcessOptions& options) {
   }
   if (options.kernel_isa) {
     platform::force_kernel_isa_setting(options.kernel_isa_variable, *options.kernel_isa);
+    kernels::follow_forced_kernel_isa_in_libtorch();
   }
   if (options.linear) {
     DS_CHECK(*options.linear == "dnnl" || *options.linear == "torch", UsageError,
