@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/test.sh and scripts/bench_peers.sh (not run alone): one CPU path for
 # everything a run starts, as on a CPU whose best level it is (docs/performance.md, "Forcing a
 # kernel path").
@@ -18,6 +19,7 @@
 # isa_peer_args (--no-onednn-bf16).
 # Sets isa_line (one line naming what is in force, for logs and table headers) and isa_peer_args
 # (the array of options bench/torch_peer_bench.py takes to match).
+# shellcheck disable=SC2034  # isa_line and isa_peer_args are for the sourcing script
 force_isa() {
   local core aten dnnl compute
   case "${1:-}" in
