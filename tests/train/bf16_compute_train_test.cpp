@@ -33,8 +33,11 @@ struct Bf16Run {
 Bf16Run train_bf16(const TempDir& dir, const std::string& data, int stage,
                    const std::string& compute) {
   const std::string name = "bf16_" + compute + "_s" + std::to_string(stage);
+  // Both report their MFU: against the peak of the arithmetic their matmuls run (the same extra
+  // timing collectives on both sides, so their comm bytes stay comparable).
   const nlohmann::json extra = {{"bf16", {{"enabled", true}}},
-                                {"zero_optimization", {{"stage", stage}}}};
+                                {"zero_optimization", {{"stage", stage}}},
+                                {"wall_clock_breakdown", true}};
   const std::string config = dir.file(name + ".json");
   write_file(config, tiny_run_config(data, dir.file("run_" + name), kGlobalBatch / kRanks, 1,
                                      kSteps, extra.dump()));
@@ -65,7 +68,9 @@ double expect_within_bf16(const std::vector<double>& run, const std::vector<doub
   for (size_t i = 0; i < std::min(run.size(), reference.size()); ++i) {
     const double rel = std::abs(run[i] - reference[i]) / reference[i];
     worst = std::max(worst, rel);
-    if (i < 15) EXPECT_LT(rel, 2e-2) << what << ", step " << i + 1;
+    if (i < 15) {
+      EXPECT_LT(rel, 2e-2) << what << ", step " << i + 1;
+    }
     if (rel >= 2e-2) ++outside;
   }
   EXPECT_LE(outside, 2) << what << ": steps beyond 2e-2";
@@ -104,6 +109,8 @@ TEST(Bf16ComputeTrain, Fp32ComputeTrainsLikeBf16WithBf16Bytes) {
     EXPECT_NE(computed.output.find("bf16 compute: fp32"), std::string::npos) << computed.output;
     EXPECT_EQ(computed.summary.at("platform").at("bf16_compute"), "fp32");
     EXPECT_EQ(native.summary.at("platform").at("bf16_compute"), "native");
+    EXPECT_EQ(computed.summary.at("matmul_peak_dtype"), "fp32") << at_stage;
+    EXPECT_EQ(native.summary.at("matmul_peak_dtype"), "bf16") << at_stage;
 
     const auto computed_losses = losses(computed.metrics), native_losses = losses(native.metrics);
     const double to_fp32 = expect_within_bf16(computed_losses, fp32.losses,
@@ -131,13 +138,16 @@ TEST(Bf16ComputeTrain, Fp32ComputeTrainsLikeBf16WithBf16Bytes) {
     // to the fp32 scalars every step also sends (the loss, the norm, the overflow flag).
     const auto fp32_run = train_and_read_losses(
         dir, data, kRanks, kGlobalBatch / kRanks, 1, "fp32_s" + std::to_string(stage),
-        nlohmann::json{{"zero_optimization", {{"stage", stage}}}}.dump(), kSteps);
+        nlohmann::json{{"zero_optimization", {{"stage", stage}}}, {"wall_clock_breakdown", true}}
+            .dump(),
+        kSteps);
     ASSERT_EQ(fp32_run.losses.size(), static_cast<size_t>(kSteps));
     const auto fp32_summary = nlohmann::json::parse(
         read_file(dir.file("run_fp32_s" + std::to_string(stage)) + "/summary.json"));
     const int64_t parameter_bytes = ledger.at("parameters");
     const int64_t fp32_parameter_bytes = fp32_summary.at("ledger_bytes_rank0").at("parameters");
-    EXPECT_EQ(2 * parameter_bytes, fp32_parameter_bytes) << at_stage;
+    // (up to the alignment padding of the partitions, a few elements)
+    EXPECT_NEAR(double(parameter_bytes) / double(fp32_parameter_bytes), 0.5, 0.01) << at_stage;
     const auto fp32_metrics = read_metrics(dir.file("run_fp32_s" + std::to_string(stage)));
     const double bf16_bytes = computed.metrics.back().at("comm_bytes").get<double>();
     const double fp32_bytes = fp32_metrics.back().at("comm_bytes").get<double>();
