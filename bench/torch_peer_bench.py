@@ -61,6 +61,9 @@ def parse_args(argv=None):
                    help="deepshard modes: initialize(kernel_inject=True), the model's LayerNorm, "
                         "GELU and MultiheadAttention modules on deepshard's fused kernels")
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--no-onednn-bf16", action="store_true",
+                   help="keep libtorch's bf16 products off oneDNN, as libtorch does on a CPU without AVX-512 "
+                        "BW/VL/DQ (scripts/bench_peers.sh --isa avx2|scalar)")
     a = p.parse_args(argv)
     if a.mode == "single":
         a.world = 1
@@ -243,6 +246,8 @@ def run_rank(rank, world, a, port, q):
     import torch
     import torch.nn.functional as F
     set_threads(a.threads)
+    if a.no_onednn_bf16:
+        torch.backends.mkldnn.enabled = False
     corpus = None
     if a.data != "random":
         with open(a.data, "rb") as fh:
@@ -341,8 +346,9 @@ def main():
                 p.join()
     errs = [r for k, r in results if k == "err"]
     oks = sorted([r for k, r in results if k == "ok"], key=lambda r: r["rank"])
-    out = {"mode": a.mode, "kernels": a.kernels, "dtype": a.dtype, "world": world, "threads": a.threads, "batch_per_rank": a.batch,
-           "block": a.block, "steps": a.steps, "warmup": a.warmup, "torch": torch.__version__}
+    out = {"mode": a.mode, "kernels": a.kernels, "dtype": a.dtype, "world": world, "threads": a.threads,
+           "batch_per_rank": a.batch, "block": a.block, "steps": a.steps, "warmup": a.warmup,
+           "torch": torch.__version__, "onednn_bf16": not a.no_onednn_bf16}
     if errs or len(oks) < world:
         out.update(status="FAIL", error=errs[0]["error"] if errs else "no result (crash/hang)")
         print("RESULT " + json.dumps(out), flush=True)

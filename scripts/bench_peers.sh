@@ -18,14 +18,19 @@
 # deepshard's fused kernels (`initialize(kernel_inject=True)`, --kernels), their ratios against
 # py0k. Prints a markdown table for docs/benchmarks.md, with the machine, date, command, load and
 # each configuration's peak resident memory (the largest rank's, of the median run).
+# --isa avx512|avx2|scalar runs both sides on one CPU path, as on a CPU whose best level it is
+# (scripts/isa_env.sh, shared with scripts/test.sh: deepshard's kernels, OpenBLAS's core, libtorch's
+# and oneDNN's kernels, and below avx512 bf16 without bf16 arithmetic: deepshard computes bf16 in
+# fp32, the peers' autocast runs libtorch's generic bf16 GEMM); the table's header names it.
 # Usage: scripts/bench_peers.sh [--repeat R] [--steps S] [--warmup W] [--model peer|small]...
 #                               [--dtype fp32|bf16]... [--impl ddp|zero1|z0..z3|py0..py3|py0k..py3k]...
-#                               [--no-build]
-# (defaults: 3 repeats, 30 steps, 5 warm-up, both models, both dtypes, all six implementations;
-# --no-build uses $BUILD_DIR/deepshard as it is). About an hour on 2 idle cores with the defaults.
+#                               [--isa LEVEL] [--no-build]
+# (defaults: 3 repeats, 30 steps, 5 warm-up, both models, both dtypes, all six implementations,
+# each library's own choice of path; --no-build uses $BUILD_DIR/deepshard as it is). About an hour
+# on 2 idle cores with the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repeat=3; steps=30; warmup=5; models=(); dtypes=(); impls=(); build=1
+repeat=3; steps=30; warmup=5; models=(); dtypes=(); impls=(); build=1; isa=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --repeat) repeat="$2"; shift 2 ;;
@@ -34,6 +39,7 @@ while [ $# -gt 0 ]; do
     --model) models+=("$2"); shift 2 ;;
     --dtype) dtypes+=("$2"); shift 2 ;;
     --impl) impls+=("$2"); shift 2 ;;
+    --isa) isa="$2"; shift 2 ;;
     --no-build) build=0; shift ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
   esac
@@ -43,6 +49,13 @@ done
 [ ${#impls[@]} -gt 0 ] || impls=(ddp zero1 z0 z1 z2 z3)
 [ "$steps" -gt "$warmup" ] || { echo "bench_peers: --steps must exceed --warmup" >&2; exit 2; }
 world=2; batch=8
+isa_peer_args=()
+isa_line="none (each library's own choice)"
+if [ -n "$isa" ]; then
+  # shellcheck source=scripts/isa_env.sh
+  source scripts/isa_env.sh
+  force_isa "$isa"
+fi
 
 # The peer needs Debian's torch (python3-torch, 1.13.1) and its own interpreter.
 py=/usr/bin/python3
@@ -97,7 +110,7 @@ run_one() {
       # shellcheck disable=SC2046
       env "${peer_env[@]}" PYTHONPATH="$build_dir/python${PYTHONPATH:+:$PYTHONPATH}" \
         "$py" bench/torch_peer_bench.py --mode "$mode" "${kernels[@]}" --world "$world" --batch "$batch" \
-        --dtype "$dtype" --steps "$steps" --warmup "$warmup" $(peer_model_args "$model") >"$log" 2>&1 ||
+        "${isa_peer_args[@]}" --dtype "$dtype" --steps "$steps" --warmup "$warmup" $(peer_model_args "$model") >"$log" 2>&1 ||
         { echo "bench_peers: $name failed:" >&2; tail -20 "$log" >&2; exit 1; }
       sed -n 's/^RESULT .*"tokens_per_s": \([0-9.e+]*\).*"peak_rss_bytes": \([0-9]*\).*/\1 - \2/p' \
         "$log" >"$out_dir/$name.result"
@@ -122,9 +135,10 @@ run_one() {
       # The machine as the ranks saw it (CPU, ISA, OpenBLAS core and why), from the first run.
       [ -s "$out_dir/platform.txt" ] || "$py" -c 'import json, sys
 p = json.load(open(sys.argv[1]))["platform"]
-print("CPU %s (ISA %s), OpenBLAS core %s, OPENBLAS_CORETYPE=%s (%s), %s intra-op thread(s) per rank, oneDNN %s"
+print("CPU %s (ISA %s), OpenBLAS core %s, OPENBLAS_CORETYPE=%s (%s), %s intra-op thread(s) per rank, oneDNN %s, "
+      "bf16 compute %s (%s)"
       % (p["cpu"], p["isa"], p["openblas_core"], p["openblas_coretype"] or "unset", p["blas"],
-         p["intra_op_threads"], p["onednn"]))' "$run_dir/summary.json" >"$out_dir/platform.txt"
+         p["intra_op_threads"], p["onednn"], p["bf16_compute"], p["bf16_compute_reason"]))' "$run_dir/summary.json" >"$out_dir/platform.txt"
       echo "${peak:-0}" >"$out_dir/peak-$dtype-$model-$impl-$i.txt"
       local rss
       rss=$("$py" -c 'import json, sys; print(max(json.load(open(sys.argv[1]))["peak_rss_bytes"]))' \
@@ -156,9 +170,14 @@ median_of() {  # configuration -> "tokens/s mfu rss runs" of the median run (by 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2fx", a / b; else print "-"}'; }
 
 cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
-echo "Measured $started by \`scripts/bench_peers.sh --repeat $repeat --steps $steps --warmup $warmup\`"
+echo "Measured $started by \`scripts/bench_peers.sh --repeat $repeat --steps $steps --warmup $warmup${isa:+ --isa $isa}\`"
 echo "on $cpu ($(nproc) cores), $("$py" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null),"
 echo "deepshard $commit, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset},"
+echo "forced ISA (both sides): $isa_line;"
+if [ ${#isa_peer_args[@]} -gt 0 ]; then peer_bf16="libtorch's generic bf16 GEMM (oneDNN off, as without AVX-512)"
+else peer_bf16="libtorch's choice (oneDNN where the CPU has AVX-512)"; fi
+echo "precision: fp32; bf16 = deepshard's bf16 model with fp32 master weights (bf16 compute: ${DEEPSHARD_BF16_COMPUTE:-auto}),"
+echo "PyTorch's autocast bf16 with fp32 master weights on $peer_bf16;"
 echo "$world ranks x $batch sequences, $steps steps (median step after $warmup), median of $repeat runs;"
 echo "load average (1/5/15 min) before: $load_before, after: $load_after."
 [ -s "$out_dir/platform.txt" ] && echo "deepshard's ranks: $(cat "$out_dir/platform.txt")."

@@ -7,6 +7,7 @@
 
 #include "cli/environment.h"
 #include "deepshard/util/error.h"
+#include "kernels/libtorch_bf16.h"
 #include "platform/dnnl_sgemm.h"
 #include "platform/kernel_isa.h"
 #include "util/log.h"
@@ -63,6 +64,7 @@ void apply_process_options(const ProcessOptions& options) {
   }
   if (options.kernel_isa) {
     platform::force_kernel_isa_setting(options.kernel_isa_variable, *options.kernel_isa);
+    kernels::follow_forced_kernel_isa_in_libtorch();
   }
   if (options.linear) {
     DS_CHECK(*options.linear == "dnnl" || *options.linear == "torch", UsageError,

@@ -1,7 +1,8 @@
 // summary.json's throughput figures: FLOPs per token from the model's shapes
 // (train::training_flops_per_token), the GFLOP/s one rank achieved, and with wall_clock_breakdown
-// the matmul peak of the rank (measured as `deepshard doctor` does, in the training dtype, with the
-// rank's threads) and the MFU = achieved / peak.
+// the matmul peak of the rank (measured as `deepshard doctor` does, in the dtype the matmuls
+// compute in: bf16 for a bf16 model on native bf16 arithmetic, fp32 otherwise; with the rank's
+// threads) and the MFU = achieved / peak.
 #pragma once
 
 #include <c10/core/ScalarType.h>

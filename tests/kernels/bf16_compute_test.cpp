@@ -14,6 +14,7 @@
 
 #include "deepshard/util/error.h"
 #include "kernels/causal_attention.h"
+#include "kernels/libtorch_bf16.h"
 #include "kernels/linear.h"
 #include "kernels/matmul.h"
 #include "platform/dnnl_sgemm.h"
@@ -36,7 +37,13 @@ using testing::ScopedBf16Compute;
 // CPU without AVX-512 runs (libtorch 1.13 uses oneDNN for bf16 only on AVX-512 BW/VL/DQ CPUs).
 struct ScopedGenericBf16Gemm {
   ScopedGenericBf16Gemm() { at::globalContext().setUserEnabledMkldnn(false); }
-  ~ScopedGenericBf16Gemm() { at::globalContext().setUserEnabledMkldnn(true); }
+  ~ScopedGenericBf16Gemm() { at::globalContext().setUserEnabledMkldnn(previous_); }
+  ScopedGenericBf16Gemm(const ScopedGenericBf16Gemm&) = delete;
+  ScopedGenericBf16Gemm& operator=(const ScopedGenericBf16Gemm&) = delete;
+
+ private:
+  // Off already when the kernels are forced below avx512 (kernels/libtorch_bf16.h).
+  bool previous_ = at::globalContext().userEnabledMkldnn();
 };
 
 TEST(Bf16Compute, DecisionTable) {
@@ -71,9 +78,11 @@ TEST(Bf16Compute, DecisionTable) {
 TEST(Bf16Compute, CheckPassesOnOneDnnAndFailsOnTheGenericBf16Gemm) {
   std::string why;
   // libtorch 1.13 runs bf16 products on oneDNN on CPUs with AVX-512 BW/VL/DQ (fp32 accumulation,
-  // natively with AVX512-BF16/AMX, emulated without), and on its generic GEMM otherwise.
+  // natively with AVX512-BF16/AMX, emulated without), and on its generic GEMM otherwise, as in a
+  // process whose kernels are forced below avx512 (kernels/libtorch_bf16.h).
   const platform::CpuInfo cpu = platform::detect_cpu();
-  EXPECT_EQ(libtorch_bf16_matmul_accurate(&why), cpu.avx512) << why;
+  EXPECT_EQ(libtorch_bf16_matmul_accurate(&why), cpu.avx512 && kernels::libtorch_onednn_enabled())
+      << why;
   ScopedGenericBf16Gemm generic;
   why.clear();
   EXPECT_FALSE(libtorch_bf16_matmul_accurate(&why));

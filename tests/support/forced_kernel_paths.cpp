@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "kernels/bf16_compute.h"
+#include "kernels/libtorch_bf16.h"
 #include "platform/cpu_info.h"
 #include "platform/kernel_isa.h"
 
@@ -21,7 +22,9 @@ std::string apply_forced_kernel_paths() {
   std::string forced;
   if (const char* isa = env_or_null("DEEPSHARD_KERNEL_ISA")) {
     platform::force_kernel_isa_setting("DEEPSHARD_KERNEL_ISA", isa);
+    kernels::follow_forced_kernel_isa_in_libtorch();
     forced += std::string("kernels: ") + platform::kernel_isa_status();
+    if (!kernels::libtorch_onednn_enabled()) forced += ", libtorch's bf16 products without oneDNN";
   }
   if (const char* compute = env_or_null("DEEPSHARD_BF16_COMPUTE")) {
     const kernels::Bf16ComputeChoice choice =
