@@ -196,6 +196,11 @@ void parse_zero(Section& root, DsConfig& config, const AutoValues& av) {
                       " is accepted but ignored below stage 3: hpZ's secondary partition is of "
                       "stage 3's gathered parameters");
   }
+  if (zero.stage < 3 && zero.zero_quantized_weights) {
+    s.diag().warn(s.path_of("zero_quantized_weights"),
+                  "true is accepted but ignored below stage 3: it quantizes stage 3's parameter "
+                  "all-gathers (below stage 3 every rank holds the whole parameters)");
+  }
   s.finish();
 }
 
