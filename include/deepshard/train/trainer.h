@@ -15,8 +15,12 @@ namespace deepshard::train {
 
 struct TrainSummary {
   int64_t steps = 0;
-  double final_loss = 0.0;              // mean training loss of the last step (all ranks)
-  double final_val_loss = -1.0;         // -1: no validation set
+  double final_loss = 0.0;       // mean training loss of the last step (all ranks)
+  double final_val_loss = -1.0;  // -1: no validation set
+  // Classification task with a validation set: the last evaluation's accuracy over the validation
+  // passages and the majority-class baseline's (-1: none).
+  double final_val_accuracy = -1.0;
+  double majority_baseline = -1.0;
   double mean_tokens_per_s = 0.0;       // over steps after the first (warm-up) step
   double comm_wait_share = 0.0;         // rank 0: share of those steps' time blocked on collectives
   std::vector<int64_t> peak_rss_bytes;  // per rank
