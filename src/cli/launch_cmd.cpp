@@ -20,7 +20,11 @@ int run_launch_command(const Args& args) {
   if (options.autotuning.empty()) return launch::launch(options);
   autotune::AutotuneRequest request;
   request.launch = options;
-  request.deepshard_exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  // The experiments' launcher: the `deepshard` front beside this executable when there is one (it
+  // starts their ranks without loading libtorch itself), else this executable.
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+  const std::filesystem::path front = self.parent_path() / "deepshard";
+  request.deepshard_exe = std::filesystem::exists(front) ? front.string() : self.string();
   return autotune::run_autotuning(request);
 }
 
