@@ -15,6 +15,7 @@
 
 #include "support/test_support.h"
 #include "train/run_helpers.h"
+#include "zeropp/released_stage3.h"
 
 namespace deepshard::testing {
 namespace {
@@ -23,17 +24,9 @@ constexpr int64_t kGlobalBatch = 72;  // divisible by N * accumulation for N in 
 constexpr int64_t kSteps = 20;
 constexpr int64_t kBlocks = 2;  // the tiny GPT's
 
-// Stage 3 with the blocks released after each use (DeepSpeed's defaults would keep the tiny
-// blocks gathered), prefetch on, and `hpz` (1: off).
+// Released stage 3 with `hpz` (1: off).
 std::string stage3(int64_t hpz, const std::string& more = "{}") {
-  nlohmann::json j = {{"zero_optimization",
-                       {{"stage", 3},
-                        {"stage3_param_persistence_threshold", 0},
-                        {"stage3_max_reuse_distance", 0},
-                        {"zero_hpz_partition_size", hpz}}},
-                      {"comms_logger", {{"enabled", true}}}};
-  j.merge_patch(nlohmann::json::parse(more));
-  return j.dump();
+  return released_stage3({{"zero_hpz_partition_size", hpz}}, more);
 }
 
 // Every loss within 1e-6 relative of the reference's.

@@ -20,6 +20,7 @@
 
 #include "support/test_support.h"
 #include "train/run_helpers.h"
+#include "zeropp/released_stage3.h"
 
 namespace deepshard::testing {
 namespace {
@@ -31,16 +32,9 @@ constexpr int64_t kTinyBlock = 12 * 64 * 64 + 13 * 64;
 constexpr int64_t kSlice = kTinyBlock / kRanks;
 constexpr int64_t kQuantBlock = 4096;  // QuantizedGather::kBlock
 
-// Stage 3 with the blocks released after each use, prefetch on, quantized weights on or off.
+// Released stage 3 with quantized weights on or off.
 std::string stage3(bool quantized, const std::string& more = "{}") {
-  nlohmann::json j = {{"zero_optimization",
-                       {{"stage", 3},
-                        {"stage3_param_persistence_threshold", 0},
-                        {"stage3_max_reuse_distance", 0},
-                        {"zero_quantized_weights", quantized}}},
-                      {"comms_logger", {{"enabled", true}}}};
-  j.merge_patch(nlohmann::json::parse(more));
-  return j.dump();
+  return released_stage3({{"zero_quantized_weights", quantized}}, more);
 }
 
 // Rank 0's all-gathers of `bytes` bytes in run <dir>/run_<name> (the comms logger's detail).
