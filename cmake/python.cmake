@@ -3,8 +3,7 @@
 # (importable with PYTHONPATH=<build>/python) and installed into DEEPSHARD_PYTHON_INSTALL_DIR.
 # Optional: it needs an interpreter whose torch is Debian's python3-torch on the very libtorch
 # this tree links (libtorch-dev), and pybind11 (pybind11-dev); without them it is skipped with a
-# message. The extension links position-independent copies of the layers the engines need (the
-# layer libraries themselves are not PIC).
+# message. The extension links the (position-independent) layer libraries the engines need.
 set(DEEPSHARD_PYTHON "/usr/bin/python3" CACHE FILEPATH
     "Python interpreter of the deepshard package (Debian's python3, whose torch is python3-torch)")
 set(ds_python_skip "")
@@ -45,36 +44,11 @@ endif()
 message(STATUS "Python front-end: ${DEEPSHARD_PYTHON}, torch ${ds_py_torch_version} on "
                "${ds_py_torch_cpu}, pybind11 ${pybind11_VERSION}")
 
-# Position-independent copies of the layers the engines need, with one precompiled torch header.
-add_library(ds_torch_pch_pic OBJECT cmake/pch_anchor.cpp)
-set_target_properties(ds_torch_pch_pic PROPERTIES POSITION_INDEPENDENT_CODE ON)
-target_precompile_headers(ds_torch_pch_pic PRIVATE cmake/torch_pch.h)
-target_link_libraries(ds_torch_pch_pic PUBLIC ${TORCH_LIBRARIES})
-# The layers Engine::initialize reaches (a static archive: the linker takes the members the
-# extension needs; a layer missing here shows as an undefined symbol when the package is imported,
-# which the Python tests do).
-set(ds_python_layers util config comm platform io offload sharding kernels optim checkpoint zero)
-set(ds_python_srcs "")
-foreach(layer ${ds_python_layers})
-  get_target_property(layer_srcs ds_${layer} SOURCES)  # the layer library's own list
-  list(APPEND ds_python_srcs ${layer_srcs})
-endforeach()
-add_library(ds_python_core STATIC ${ds_python_srcs})
-set_target_properties(ds_python_core PROPERTIES POSITION_INDEPENDENT_CODE ON)
-target_include_directories(ds_python_core PUBLIC ${PROJECT_SOURCE_DIR}/include
-                                          PRIVATE ${PROJECT_SOURCE_DIR}/src)
-target_include_directories(ds_python_core SYSTEM PRIVATE ${AIO_INCLUDE_DIR})
-target_link_libraries(ds_python_core PUBLIC ${TORCH_LIBRARIES} nlohmann_json::nlohmann_json
-                                            ZLIB::ZLIB Threads::Threads ${AIO_LIBRARY} ${CMAKE_DL_LIBS})
-target_precompile_headers(ds_python_core REUSE_FROM ds_torch_pch_pic)
-# The platform layer's oneDNN sgemm, as ds_platform is built.
-if(DNNL_INCLUDE_DIR AND DNNL_LIBRARY)
-  target_compile_definitions(ds_python_core PRIVATE DS_HAVE_DNNL=1)
-  target_include_directories(ds_python_core SYSTEM PRIVATE ${DNNL_INCLUDE_DIR})
-  target_link_libraries(ds_python_core PUBLIC ${DNNL_LIBRARY})
-else()
-  target_compile_definitions(ds_python_core PRIVATE DS_HAVE_DNNL=0)
-endif()
+# The layers Engine::initialize reaches (static archives, position-independent like every layer:
+# the linker takes the members the extension needs; a layer missing here shows as an undefined
+# symbol when the package is imported, which the Python tests do).
+set(ds_python_layers ds_util ds_config ds_comm ds_platform ds_io ds_offload ds_sharding ds_kernels
+                     ds_optim ds_checkpoint ds_zero)
 
 # The package: its Python files copied into the build tree next to the extension.
 set(ds_python_dir ${PROJECT_BINARY_DIR}/python/deepshard)
@@ -82,7 +56,7 @@ file(GLOB ds_python_files CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/python/deepsha
 pybind11_add_module(ds_python_ext MODULE src/python/bindings.cpp src/python/ops_bindings.cpp)
 set_target_properties(ds_python_ext PROPERTIES OUTPUT_NAME _C LIBRARY_OUTPUT_DIRECTORY ${ds_python_dir})
 target_include_directories(ds_python_ext PRIVATE ${PROJECT_SOURCE_DIR}/src)
-target_link_libraries(ds_python_ext PRIVATE ds_python_core ${ds_torch_python_lib})
+target_link_libraries(ds_python_ext PRIVATE ${ds_python_layers} ${ds_torch_python_lib})
 add_custom_target(deepshard_python ALL DEPENDS ds_python_ext SOURCES ${ds_python_files})
 add_custom_command(TARGET deepshard_python POST_BUILD
                    COMMAND ${CMAKE_COMMAND} -E copy_if_different ${ds_python_files} ${ds_python_dir})
