@@ -27,5 +27,13 @@ if [ "${1:-}" = "--isa" ]; then
 fi
 scripts/setup.sh
 build_dir="${BUILD_DIR:-build}"
+# A build tree that has not run the suite yet gets the tests' measured costs (seconds, one line a
+# test: tests/ctest_costs.txt), so that CTest starts the longest ones first instead of finding them
+# at the end; later runs use the costs CTest records itself.
+costs="$build_dir/Testing/Temporary/CTestCostData.txt"
+if [ ! -f "$costs" ]; then
+  mkdir -p "$(dirname "$costs")"
+  cp tests/ctest_costs.txt "$costs"
+fi
 (cd "$build_dir" && ctest --output-on-failure -j "${JOBS:-2}" "$@")
 [ $# -gt 0 ] || DS_SANITIZE_DEADLINE="${DS_SANITIZE_DEADLINE:-$budget_end}" scripts/sanitize.sh all

@@ -30,7 +30,7 @@ struct BlockCase {
   int ranks;
   // The run's train section beside steps, seed and run_dir (what the block's features need).
   const char* train;
-  // Empty: the block trains 3 steps. Else the one refusal every rank must print.
+  // Empty: the block trains 3 steps. Else the one refusal the ranks print (and nothing else).
   const char* refused;
 };
 
@@ -75,7 +75,9 @@ TEST_P(SeedBlockRuns, RunsThreeSteps) {
       ++refusals;
       matching += r.output.compare(at, message.size(), message) == 0;
     }
-    EXPECT_GE(matching, size_t(c.ranks)) << r.output;  // every rank, and nothing else
+    // The launcher stops the other ranks once the first exits, so not every rank may get to
+    // print it; every refusal printed is this one, and nothing else.
+    EXPECT_GE(matching, 1u) << r.output;
     EXPECT_EQ(refusals, matching) << r.output;
     EXPECT_EQ(r.output.find("unknown key"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << r.output;
