@@ -91,7 +91,7 @@ const std::vector<KeyRow> kTable = {
     {"zero_optimization.zero_hpz_partition_size", S::kDoes, ""},  // stage 3's hpZ (zero.md); other stages warn
     {"zero_optimization.zero_quantized_weights", S::kDoes, ""},  // stage 3's qwZ (zero.md); other stages warn
     {"zero_optimization.zero_quantized_nontrainable_weights", S::kWarned, "frozen parameters are not partitioned at stage 3 (every rank keeps them whole, as module state): no gather of theirs to quantize"},
-    {"zero_optimization.zero_quantized_gradients", S::kRefused, ""},
+    {"zero_optimization.zero_quantized_gradients", S::kDoes, ""},  // stage 3's qgZ (zero.md); other stages warn
     {"zero_optimization.mics_shard_size", S::kDoes, ""},  // MiCS at stage 3 (zero.md)
     {"zero_optimization.mics_hierarchical_params_gather", S::kWarned, "the shard group's parameter gather is not 2-hop yet"},
     {"aio.", S::kDoes, ""},  // NVMe swapping (io layer)

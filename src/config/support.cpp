@@ -41,8 +41,6 @@ struct Row {
 
 // clang-format off
 const Row kUnsupported[] = {
-    // ZeRO stage 3 and the companions of stages 1-3
-    {"zero_optimization.zero_quantized_gradients", [](const DsConfig& c) { return flag(c.zero.zero_quantized_gradients); }},
     // precision (fp16 and bf16 train with fp32 master weights and fp32 gradient accumulation)
     {"fp16.auto_cast", [](const DsConfig& c) { return flag(c.fp16.enabled && c.fp16.auto_cast); }},
     {"fp16.fp16_master_weights_and_grads", [](const DsConfig& c) { return flag(c.fp16.enabled && c.fp16.fp16_master_weights_and_grads); }},

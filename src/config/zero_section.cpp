@@ -201,6 +201,11 @@ void parse_zero(Section& root, DsConfig& config, const AutoValues& av) {
                   "true is accepted but ignored below stage 3: it quantizes stage 3's parameter "
                   "all-gathers (below stage 3 every rank holds the whole parameters)");
   }
+  if (zero.stage < 3 && zero.zero_quantized_gradients) {
+    s.diag().warn(s.path_of("zero_quantized_gradients"),
+                  "true is accepted but ignored below stage 3: it quantizes stage 3's gradient "
+                  "reduce-scatter (stages 1 and 2 reduce in fp32)");
+  }
   s.finish();
 }
 

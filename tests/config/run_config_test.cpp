@@ -158,9 +158,10 @@ TEST(RunFile, TaskSection) {
   EXPECT_NE(run_error(bad).find("task.label_file: unknown key"), std::string::npos);
   json piped = classify;
   piped["pipeline"] = {{"stages", 2}};
-  EXPECT_NE(run_error(piped).find("task.type \"classification\" does not run with pipeline "
-                                  "stages yet (pipeline.stages 2)"),
-            std::string::npos);
+  EXPECT_NE(run_error(piped, 2).find("task.type \"classification\" does not run with pipeline "
+                                     "stages yet (pipeline.stages 2)"),
+            std::string::npos)
+      << run_error(piped, 2);
   json split = classify;
   split["tensor_parallel"] = {{"size", 2}};
   EXPECT_NE(run_error(split, 2).find("task.type \"classification\" does not run with "

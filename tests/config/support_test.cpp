@@ -102,8 +102,6 @@ TEST(Unsupported, EachFeatureIsNamedWithItsValue) {
     std::string message;
   };
   const Case cases[] = {
-      {{{"zero_optimization", {{"zero_quantized_gradients", true}}}},
-       "zero_optimization.zero_quantized_gradients"},
       {{{"zero_optimization", {{"zeropp_loco_param", {{"err_beta", 0.8}}}}}},
        "zero_optimization.zeropp_loco_param"},
       {{{"fp16", {{"enabled", true}, {"fp16_master_weights_and_grads", true}}},

@@ -27,7 +27,7 @@ std::string classification_section(const TempDir& dir, const nlohmann::json& mor
   nlohmann::json j = {{"model", {{"arch", "bert"}, {"intermediate_size", 128}}},
                       {"data", {{"valid", dir.file("genre.valid.bin")}}},
                       {"task", {{"type", "classification"}}}};
-  j.merge_patch(more);
+  if (!more.is_null()) j.merge_patch(more);  // a null patch would replace the whole document
   return j.dump();
 }
 

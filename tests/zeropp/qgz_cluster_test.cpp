@@ -1,5 +1,3 @@
-// DISABLED until run: zero_quantized_gradients is still refused (key_status.cpp) and these tests
-// have been built but not run yet; enable them with the key.
 // ZeRO++ quantized gradients across emulated nodes (2 nodes x 2 ranks, links shaped to 1 Gbit/s):
 // with zero_quantized_gradients stage 3 reduces each unit's gradients hierarchically (int8
 // all-to-all inside the node, the partial sums requantized and exchanged across nodes) and tracks
@@ -27,7 +25,7 @@ ClusterRun train_stage3(const EmulatedCluster& cluster, const TempDir& dir, cons
                                released_stage3({{"zero_quantized_gradients", quantized}}));
 }
 
-TEST(ClusterQuantizedGradients, DISABLED_CrossNodeGradientBytesAtMostThreeTenths) {
+TEST(ClusterQuantizedGradients, CrossNodeGradientBytesAtMostThreeTenths) {
   DS_REQUIRE_EMULATED_CLUSTER();
   EmulatedCluster cluster(ClusterOptions{.rate = "1gbit"});
   TempDir dir;

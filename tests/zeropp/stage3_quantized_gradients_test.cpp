@@ -1,5 +1,3 @@
-// DISABLED until run: zero_quantized_gradients is still refused (key_status.cpp) and these tests
-// have been built but not run yet; enable them with the key.
 // ZeRO++ quantized gradients (zero_quantized_gradients) on one host with real ranks:
 //  - the quantized reduction (int8 blocks and all-to-all, one stage or hierarchical) against the
 //    fp32 reduce-scatter on random gradient-like data, within its derived bound at every element
@@ -46,7 +44,7 @@ int64_t bytes_of(const TempDir& dir, const std::string& name, const std::string&
 // hierarchical with 2 "nodes" of 2 ranks on this host.
 class QuantizedReduce : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
-TEST_P(QuantizedReduce, DISABLED_WithinItsBoundOfTheFp32ReduceScatter) {
+TEST_P(QuantizedReduce, WithinItsBoundOfTheFp32ReduceScatter) {
   const auto [ranks, per_node] = GetParam();
   auto r = run_ranks(ranks, binary_dir() + "/tests/ds_zero_worker",
                      {"quantized_reduce", std::to_string(per_node)}, 120);
@@ -68,7 +66,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, QuantizedReduce,
                                   std::to_string(std::get<1>(info.param)) + "per_node";
                          });
 
-TEST(Stage3QuantizedGradients, DISABLED_WithinTheLossBudgetAtAQuarterOfTheGradientBytes) {
+TEST(Stage3QuantizedGradients, WithinTheLossBudgetAtAQuarterOfTheGradientBytes) {
   TempDir dir;
   const std::string data = make_token_file(dir);
   const int ranks = 2;
@@ -94,7 +92,7 @@ TEST(Stage3QuantizedGradients, DISABLED_WithinTheLossBudgetAtAQuarterOfTheGradie
   EXPECT_LE(ratio, 0.3);
 }
 
-TEST(Stage3QuantizedGradients, DISABLED_CheckpointsResumeExactly) {
+TEST(Stage3QuantizedGradients, CheckpointsResumeExactly) {
   expect_exact_resume(
       2, [](const std::string& more) { return stage3(true, more); }, "quantized gradients");
 }
