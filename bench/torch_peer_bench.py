@@ -60,6 +60,9 @@ def parse_args(argv=None):
     p.add_argument("--kernels", action="store_true",
                    help="deepshard modes: initialize(kernel_inject=True), the model's LayerNorm, "
                         "GELU and MultiheadAttention modules on deepshard's fused kernels")
+    p.add_argument("--block-units", action="store_true",
+                   help="deepshard3: each transformer block one ZeRO-3 unit "
+                        "(deepshard.utils.set_z3_leaf_modules, FSDP's auto-wrap by block class)")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--no-onednn-bf16", action="store_true",
                    help="keep libtorch's bf16 products off oneDNN, as libtorch does on a CPU without AVX-512 "
@@ -208,6 +211,8 @@ def run_deepshard_rank(rank, world, a, port, corpus):
     torch.manual_seed(a.seed)
     model = build_model(a)
     n_params = sum(p.numel() for p in model.parameters())
+    if a.block_units:
+        deepshard.utils.set_z3_leaf_modules(model, [type(model.blocks[0])])
     engine, _, _, _ = deepshard.initialize(model=model, config=deepshard_config(a),
                                            kernel_inject=a.kernels)
 

@@ -16,14 +16,16 @@
 # (`--impl ddp --impl zero1 --impl py0 --impl py1 --impl py2 --impl py3`), whose stage ratios are
 # against py0; py0k..py3k the same with the model's Linear, LayerNorm and GELU modules on
 # deepshard's fused kernels (`initialize(kernel_inject=True)`, --kernels), their ratios against
-# py0k. Prints a markdown table for docs/benchmarks.md, with the machine, date, command, load and
+# py0k; py3b and py3kb stage 3 with each transformer block one unit (--block-units:
+# deepshard.utils.set_z3_leaf_modules by the block's class, FSDP's auto-wrap policy), against py0
+# and py0k. Prints a markdown table for docs/benchmarks.md, with the machine, date, command, load and
 # each configuration's peak resident memory (the largest rank's, of the median run).
 # --isa avx512|avx2|scalar runs both sides on one CPU path, as on a CPU whose best level it is
 # (scripts/isa_env.sh, shared with scripts/test.sh: deepshard's kernels, OpenBLAS's core, libtorch's
 # and oneDNN's kernels, and below avx512 bf16 without bf16 arithmetic: deepshard computes bf16 in
 # fp32, the peers' autocast runs libtorch's generic bf16 GEMM); the table's header names it.
 # Usage: scripts/bench_peers.sh [--repeat R] [--steps S] [--warmup W] [--model peer|small]...
-#                               [--dtype fp32|bf16]... [--impl ddp|zero1|z0..z3|py0..py3|py0k..py3k]...
+#                               [--dtype fp32|bf16]... [--impl ddp|zero1|z0..z3|py0..py3|py0k..py3k|py3b|py3kb]...
 #                               [--isa LEVEL] [--no-build]
 # (defaults: 3 repeats, 30 steps, 5 warm-up, both models, both dtypes, all six implementations,
 # each library's own choice of path; --no-build uses $BUILD_DIR/deepshard as it is). About an hour
@@ -103,13 +105,14 @@ run_one() {
   local model="$1" dtype="$2" impl="$3" i="$4" name="$1-$2-$3-$4"
   local log="$out_dir/$name.log"
   case "$impl" in
-    ddp | zero1 | py[0-3] | py[0-3]k)
-      local mode="$impl" kernels=()
+    ddp | zero1 | py[0-3] | py[0-3]k | py3b | py3kb)
+      local mode="$impl" flags=()
       [ "${impl#py}" = "$impl" ] || mode="deepshard${impl:2:1}"
-      [ "${impl%k}" = "$impl" ] || kernels=(--kernels)
+      [ "${impl#py?k}" = "$impl" ] || flags=(--kernels)
+      [ "${impl%b}" = "$impl" ] || flags+=(--block-units)
       # shellcheck disable=SC2046
       env "${peer_env[@]}" PYTHONPATH="$build_dir/python${PYTHONPATH:+:$PYTHONPATH}" \
-        "$py" bench/torch_peer_bench.py --mode "$mode" "${kernels[@]}" --world "$world" --batch "$batch" \
+        "$py" bench/torch_peer_bench.py --mode "$mode" "${flags[@]}" --world "$world" --batch "$batch" \
         "${isa_peer_args[@]}" --dtype "$dtype" --steps "$steps" --warmup "$warmup" $(peer_model_args "$model") >"$log" 2>&1 ||
         { echo "bench_peers: $name failed:" >&2; tail -20 "$log" >&2; exit 1; }
       sed -n 's/^RESULT .*"tokens_per_s": \([0-9.e+]*\).*"peak_rss_bytes": \([0-9]*\).*/\1 - \2/p' \
@@ -204,10 +207,11 @@ for model in "${models[@]}"; do
         ddp) label="PyTorch DDP"; vs_ddp="1.00x"; vs_zero1="-"; vs_z0="-" ;;
         zero1) label="PyTorch DDP + ZeroRedundancyOptimizer"; vs_ddp="-"; vs_zero1="1.00x"; vs_z0="-" ;;
         z* | py*)
-          impl_stage="${impl#?}"; impl_stage="${impl_stage#y}"; impl_stage="${impl_stage%k}"
+          impl_stage="${impl#?}"; impl_stage="${impl_stage#y}"; impl_stage="${impl_stage:0:1}"
           own0=$z0; label="deepshard stage $impl_stage"
           [ "${impl#py}" = "$impl" ] || { own0=$py0; label="deepshard stage $impl_stage from Python"; }
-          [ "${impl%k}" = "$impl" ] || { own0=$py0k; label="$label, fused kernels"; }
+          [ "${impl#py?k}" = "$impl" ] || { own0=$py0k; label="$label, fused kernels"; }
+          [ "${impl%b}" = "$impl" ] || label="$label, a unit per block"
           vs_z0=$(ratio "$tps" "$own0")
           vs_ddp=$([ "$impl_stage" = 0 ] && ratio "$tps" "$ddp" || echo "-")
           vs_zero1=$([ "$impl_stage" = 1 ] && ratio "$tps" "$zero1" || echo "-") ;;

@@ -129,6 +129,9 @@ class DeepShardEngine:
             raise TypeError(f"deepshard.initialize: model is a {type(model).__name__}, "
                             "not a torch.nn.Module")
         init_distributed()
+        # deepshard train's heap policy (docs/python.md): freed activations stay in the process
+        # instead of being unmapped and page-faulted again at every step.
+        self.heap_policy = _C.retain_freed_heap_memory()
         stage = self._stage(config_json, config_path)
         self.module = model
         init = zero.init_of(model)

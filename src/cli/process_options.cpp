@@ -14,19 +14,6 @@
 #include "zero/stage3/storage_resize.h"
 
 namespace deepshard::cli {
-namespace {
-
-std::string users_heap_setting() {
-  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"}) {
-    if (std::getenv(name) != nullptr) return name;
-  }
-  const std::optional<std::string> tunables = non_empty_env("GLIBC_TUNABLES");
-  if (tunables && tunables->find("glibc.malloc.") != std::string::npos)
-    return "GLIBC_TUNABLES (glibc.malloc)";
-  return "";
-}
-
-}  // namespace
 
 const ProcessOptions& process_options() {
   static const ProcessOptions options = [] {
@@ -46,7 +33,7 @@ const ProcessOptions& process_options() {
     o.bf16_compute = non_empty_env("DEEPSHARD_BF16_COMPUTE");
     o.linear = non_empty_env("DEEPSHARD_LINEAR");
     o.heap = non_empty_env("DEEPSHARD_HEAP");
-    o.users_heap_setting = users_heap_setting();
+    o.users_heap_setting = platform::heap_request_from_environment().users_setting;
     o.blas = blas_environment_from_process();
     return o;
   }();

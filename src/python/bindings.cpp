@@ -25,8 +25,10 @@
 #include "deepshard/util/error.h"
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/partitioned_build.h"
+#include "platform/heap_policy.h"
 #include "python/ops_bindings.h"
 #include "util/log.h"
+#include "zero/stage3/storage_resize.h"
 
 namespace py = pybind11;
 using namespace deepshard;
@@ -251,6 +253,13 @@ PYBIND11_MODULE(_C, m) {
         return py::make_tuple(g.rank(), g.size());
       },
       py::arg("timeout_s") = 1800.0);
+  // deepshard train's heap policy (platform/heap_policy.h) for the Python process, from the same
+  // environment (DEEPSHARD_HEAP, the user's own glibc malloc settings win); the reason line.
+  m.def("retain_freed_heap_memory", [] {
+    const platform::HeapRequest request = platform::heap_request_from_environment();
+    if (!request.users_setting.empty()) zero::leave_mmap_threshold_to_user();
+    return platform::retain_freed_heap_memory(request).reason;
+  });
   m.def("is_initialized", [] { return process_group() != nullptr; });
   m.def("get_rank", [] { return group_or_throw("deepshard.get_rank").rank(); });
   m.def("get_world_size", [] { return group_or_throw("deepshard.get_world_size").size(); });

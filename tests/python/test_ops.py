@@ -6,6 +6,8 @@ they keep their identity, parameters and state, and that a model computes what i
 One process (no ranks): the kernels are per-rank code; the engine tests train with them
 (test_engine.py, "-kernels" configurations)."""
 import copy
+import os
+import subprocess
 
 import pytest
 import torch
@@ -256,3 +258,31 @@ def test_multihead_attention_other_calls_keep_torch():
         assert torch.equal(got[0], ref[0])
     assert not ops.is_causal_mask(torch.zeros(6, 6), 6)
     assert not ops.is_causal_mask(causal, 5)
+
+
+HEAP_PROBE = """
+import torch, deepshard
+model = torch.nn.Linear(4, 4)
+engine, _, _, _ = deepshard.initialize(model=model, config={
+    "train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})
+print(engine.heap_policy)
+engine.destroy()
+"""
+
+
+@pytest.mark.parametrize("setting,expected", [
+    ({}, "retain freed memory (glibc mmap threshold 32 MiB, trim threshold 1 GiB)"),
+    ({"MALLOC_TOP_PAD_": "0"}, "the heap policy of MALLOC_TOP_PAD_ (set in the environment; kept)"),
+    ({"DEEPSHARD_HEAP": "system"}, "the C library's default heap policy (DEEPSHARD_HEAP=system)"),
+])
+def test_initialize_applies_the_heap_policy_of_deepshard_train(setting, expected):
+    """initialize applies `deepshard train`'s heap policy to the Python process (freed activations
+    stay in the process), unless the environment chose one: the engine names what is in force."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MALLOC_") and k not in ("DEEPSHARD_HEAP", "GLIBC_TUNABLES")}
+    env.update(setting)
+    python = os.environ.get("DS_PYTHON", "/usr/bin/python3")
+    out = subprocess.run([python, "-c", HEAP_PROBE], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == expected
