@@ -24,7 +24,7 @@ void write_text_file(const std::string& path, const std::string& text) {
 
 nlohmann::json deepspeed_keys(const nlohmann::json& run_config) {
   nlohmann::json out = run_config;
-  for (const char* key : {"model", "data", "train", "comm", "autotuning"}) out.erase(key);
+  for (const char* key : {"model", "data", "task", "train", "comm", "autotuning"}) out.erase(key);
   return out;
 }
 

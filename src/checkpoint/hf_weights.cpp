@@ -32,8 +32,8 @@ void save_hf_safetensors(const std::map<std::string, at::Tensor>& params, const 
   save_safetensors(path, tensors, {{"format", "pt"}});
 }
 
-void load_hf_safetensors(torch::nn::Module& model, const HfLayout& layout,
-                         const std::string& path) {
+std::vector<std::string> load_hf_safetensors(torch::nn::Module& model, const HfLayout& layout,
+                                             const std::string& path) {
   SafetensorsContent file = load_safetensors(path);
   std::set<std::string> params;
   for (const auto& p : model.named_parameters()) params.insert(p.key());
@@ -51,9 +51,16 @@ void load_hf_safetensors(torch::nn::Module& model, const HfLayout& layout,
   }
   torch::NoGradGuard no_grad;
   std::set<std::string> used;
+  std::vector<std::string> fresh;
   for (auto& p : model.named_parameters()) {
     const std::string file_name = layout.prefix + p.key();
     auto it = by_name.find(p.key());
+    if (it == by_name.end() &&
+        std::find(layout.fresh_if_missing.begin(), layout.fresh_if_missing.end(), p.key()) !=
+            layout.fresh_if_missing.end()) {
+      fresh.push_back(p.key());
+      continue;
+    }
     if (it == by_name.end()) {
       const auto hint = layout.missing_hints.find(p.key());
       throw IoError(detail::concat(path, ": missing tensor '", file_name, "'",
@@ -70,6 +77,7 @@ void load_hf_safetensors(torch::nn::Module& model, const HfLayout& layout,
   for (const auto& [name, t] : by_name)
     DS_CHECK(used.count(name), IoError, path, ": unexpected tensor '", layout.prefix + name, "'",
              layout.unexpected_hint);
+  return fresh;
 }
 
 }  // namespace deepshard::checkpoint

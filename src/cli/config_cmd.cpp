@@ -38,7 +38,7 @@ struct CheckOptions {
 
 bool is_run_file(const nlohmann::json& json) {
   if (!json.is_object()) return false;
-  for (const char* key : {"model", "data", "train", "comm"}) {
+  for (const char* key : {"model", "data", "task", "train", "comm"}) {
     if (json.contains(key)) return true;
   }
   return false;

@@ -1,7 +1,7 @@
 // `deepshard prepare-data TEXT... -o FILE [--valid-output FILE] [--valid-fraction F]
-// [--tokenizer byte|gpt2] [--bpe-dir DIR]`: text files
+// [--tokenizer byte|gpt2] [--bpe-dir DIR] [--labels brown-genre] [--passage-tokens N]`: text files
 // (Brown corpus files are detected and their tags stripped) into training and validation token
-// files; see docs/data.md.
+// files, and with --labels the label files of a classification task; see docs/data.md.
 #include <cstdio>
 #include <string>
 
@@ -16,6 +16,7 @@ namespace {
 constexpr const char* kHelp =
     R"(usage: deepshard prepare-data TEXT... -o FILE [--valid-output FILE] [--valid-fraction F]
                               [--tokenizer byte|gpt2] [--bpe-dir DIR]
+                              [--labels brown-genre] [--passage-tokens N]
 
 Turns text into token files for `deepshard train`: byte-level (vocabulary 256, the default) or
 GPT-2's BPE (vocabulary 50257; train with model.vocab_size 50257).
@@ -29,8 +30,26 @@ GPT-2's BPE (vocabulary 50257; train with model.vocab_size 50257).
   --tokenizer NAME      byte (default) or gpt2
   --bpe-dir DIR         folder with GPT-2's encoder.json and vocab.bpe
                         (default: third_party/gpt2_bpe of the source tree)
+  --labels brown-genre  also write label files (FILE without .bin, plus .labels; the same
+                        beside the validation file): each document cut into passages labelled
+                        with its Brown genre, read from its name (ca01 ... cr09)
+  --passage-tokens N    tokens per passage with --labels (default 256; at least the
+                        model.block_size of the classification run)
   -h, --help            this help
 )";
+
+int64_t parse_tokens(const std::string& value) {
+  size_t used = 0;
+  long long n = 0;
+  try {
+    n = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  DS_CHECK(used == value.size() && !value.empty() && n >= 1, UsageError,
+           "--passage-tokens: not a positive whole number: '", value, "'");
+  return n;
+}
 
 double parse_fraction(const std::string& value) {
   size_t used = 0;
@@ -49,8 +68,9 @@ double parse_fraction(const std::string& value) {
 }  // namespace
 
 int run_prepare_data_command(const Args& args) {
-  const std::vector<std::string> kOptions = {"--output",    "--valid-output", "--valid-fraction",
-                                             "--tokenizer", "--bpe-dir",      "--help"};
+  const std::vector<std::string> kOptions = {
+      "--output",  "--valid-output", "--valid-fraction", "--tokenizer",
+      "--bpe-dir", "--labels",       "--passage-tokens", "--help"};
   data::PrepareOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -82,6 +102,10 @@ int run_prepare_data_command(const Args& args) {
       options.tokenizer = value();
     } else if (name == "--bpe-dir") {
       options.bpe_dir = value();
+    } else if (name == "--labels") {
+      options.labels = value();
+    } else if (name == "--passage-tokens") {
+      options.passage_tokens = parse_tokens(value());
     } else if (name == "--valid-fraction") {
       options.valid_fraction = parse_fraction(value());
     } else {
@@ -100,6 +124,14 @@ int run_prepare_data_command(const Args& args) {
               static_cast<long long>(s.train_tokens));
   std::printf("valid: %s: %lld tokens\n", s.valid_path.c_str(),
               static_cast<long long>(s.valid_tokens));
+  if (!options.labels.empty()) {
+    std::printf("labels: %s, %zu classes, passages of %lld tokens\n", options.labels.c_str(),
+                data::brown_genres().size(), static_cast<long long>(options.passage_tokens));
+    std::printf("train labels: %s: %lld passages\n", s.train_labels_path.c_str(),
+                static_cast<long long>(s.train_passages));
+    std::printf("valid labels: %s: %lld passages\n", s.valid_labels_path.c_str(),
+                static_cast<long long>(s.valid_passages));
+  }
   return 0;
 }
 

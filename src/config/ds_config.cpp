@@ -40,7 +40,7 @@ namespace detail {
 namespace {
 
 // A run file's own sections: not DeepSpeed keys, parsed by parse_run_config.
-const std::vector<std::string> kRunSections = {"model", "data", "train", "comm"};
+const std::vector<std::string> kRunSections = {"model", "data", "task", "train", "comm"};
 
 template <typename S, typename C>
 void visit_top_level(S& s, C& c, const AutoValues& av) {

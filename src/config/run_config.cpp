@@ -1,7 +1,7 @@
-// Run files: deepshard's own sections (model, data, train, comm) with the same strictness as the
-// DeepSpeed keys, model presets (of the architectures' schemas the caller passes: config knows no
-// architecture), and the resolved JSON of the whole run. The train section's
-// values fill the DeepSpeed "auto" entries (auto_values.cpp).
+// Run files: deepshard's own sections (model, data, task, train, comm) with the same strictness as
+// the DeepSpeed keys, model presets (of the architectures' schemas the caller passes: config knows
+// no architecture), and the resolved JSON of the whole run. The train section's values fill the
+// DeepSpeed "auto" entries (auto_values.cpp).
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -83,6 +83,13 @@ void visit_data(S& s, C& d) {
 }
 
 template <typename S, typename C>
+void visit_task(S& s, C& t) {
+  s.field("type", t.type, detail::Check::one_of({"pretraining", "classification"}));
+  s.field("train_labels", t.train_labels);
+  s.field("valid_labels", t.valid_labels);
+}
+
+template <typename S, typename C>
 void visit_train(S& s, C& t) {
   const detail::Check kNonNegative = detail::Check::at_least(0);
   const detail::Check kPositive = detail::Check::at_least(1);
@@ -119,11 +126,12 @@ void visit_comm(S& s, C& c) {
   s.field("transport", c.transport, detail::Check::one_of({"auto", "gloo", "shm"}));
 }
 
-// Calls visit(section, value, visit_one) for the four run sections, readers or writers alike.
+// Calls visit(section, value, visit_one) for the five run sections, readers or writers alike.
 template <typename S, typename R, typename Visit>
 void visit_run_sections(S& root, R& run, const ArchSchemas& archs, Visit&& visit) {
   visit(root.child("model"), run.model, [&](auto& s, auto& v) { visit_model(s, v, archs); });
   visit(root.child("data"), run.data, [](auto& s, auto& v) { visit_data(s, v); });
+  visit(root.child("task"), run.task, [](auto& s, auto& v) { visit_task(s, v); });
   visit(root.child("train"), run.train, [](auto& s, auto& v) { visit_train(s, v); });
   visit(root.child("comm"), run.comm, [](auto& s, auto& v) { visit_comm(s, v); });
 }
@@ -148,6 +156,21 @@ void check_model(ModelConfig& m, const ArchSchemas& archs, detail::Diagnostics& 
   std::vector<std::pair<std::string, std::string>> problems;
   schema->check(m, problems);
   for (const auto& [key, message] : problems) diag.error(key, message);
+}
+
+// Label files are errors for the pretraining task, which would not read them. (The trainer finds
+// a classification task's defaults beside the token files.)
+void check_task(const RunConfig& run, detail::Diagnostics& diag) {
+  const TaskConfig& t = run.task;
+  if (!t.classification()) {
+    if (!t.train_labels.empty())
+      diag.error("task.train_labels", "read only with task.type \"classification\"");
+    if (!t.valid_labels.empty())
+      diag.error("task.valid_labels", "read only with task.type \"classification\"");
+    return;
+  }
+  if (!t.valid_labels.empty() && run.data.valid.empty())
+    diag.error("task.valid_labels", "given without data.valid (the token file it labels)");
 }
 
 }  // namespace
@@ -197,6 +220,7 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
     s.finish();
   });
   check_model(run.model, archs, diag);
+  check_task(run, diag);
 
   ResolveContext context;
   context.dp_world_size = dp_world_size;
@@ -206,6 +230,16 @@ RunConfig parse_run_config(const nlohmann::json& json, int64_t dp_world_size,
   run.ds = detail::parse_ds_config(json, context, diag, /*run_file=*/true);
   diag.throw_if_errors();
   run.parallel = parse_parallel_config(json, origin);
+  // The classifier runs on the whole model of a data-parallel replica.
+  if (run.task.classification()) {
+    DS_CHECK(
+        run.parallel.pipeline.effective_stages() == 1, ConfigError, origin,
+        ": task.type \"classification\" does not run with pipeline stages yet (pipeline.stages ",
+        run.parallel.pipeline.effective_stages(), "); use data parallelism and ZeRO");
+    DS_CHECK(run.parallel.tensor_parallel.effective_size() == 1, ConfigError, origin,
+             ": task.type \"classification\" does not run with tensor_parallel.size ",
+             run.parallel.tensor_parallel.effective_size(), " yet");
+  }
   // DeepSpeed's PipelineEngine checkpoints every activation_checkpoint_interval layers of a stage;
   // deepshard's regions are single blocks (interval 1; a larger one warned in
   // parallel_section.cpp).

@@ -27,7 +27,19 @@ struct PrepareOptions {
   double valid_fraction = 0.05;     // the last fraction of the documents goes to validation
   std::string tokenizer = "byte";   // "byte" or "gpt2" (data/tokenizer.h make_tokenizer)
   std::string bpe_dir;              // gpt2's files ("" = default_gpt2_bpe_dir())
+  // "" = no labels; "brown-genre": every document is labelled with its Brown genre, read from its
+  // file name (c<genre letter><2 digits>, brown_genre_of), and cut into passages of
+  // passage_tokens tokens written to a label file beside each token file (label_file.h).
+  std::string labels;
+  int64_t passage_tokens = 256;
 };
+
+// The 15 Brown genres in the order of their letters a b c d e f g h j k l m n p r (NLTK's
+// category names: news, editorial, ..., humor).
+const std::vector<std::string>& brown_genres();
+// The genre index (into brown_genres()) of a Brown file named c<letter><2 digits> (the directory
+// part of `path` ignored); throws IoError naming the file for any other name.
+int64_t brown_genre_of(const std::string& path);
 
 struct PrepareSummary {
   int64_t documents = 0;
@@ -36,6 +48,9 @@ struct PrepareSummary {
   int64_t train_tokens = 0;
   int64_t valid_tokens = 0;
   std::string train_path, valid_path;
+  // With labels: the label files and their passage counts.
+  std::string train_labels_path, valid_labels_path;
+  int64_t train_passages = 0, valid_passages = 0;
 };
 
 // Documents are the input files in command-line order, each directory expanded to the regular
@@ -43,7 +58,11 @@ struct PrepareSummary {
 // round(valid_fraction * documents) documents, at least one and leaving at least one, form the
 // validation split; a single document's token stream is split at the fraction instead. The
 // documents of a split are joined by a newline, tokenized (options.tokenizer) and written with
-// write_token_file. Throws IoError for unreadable inputs, UsageError for bad options.
+// write_token_file. With options.labels each document is tokenized on its own (the split's token
+// file is their tokens joined by a newline's) and its tokens cut into passages of passage_tokens (a
+// shorter rest at its end is left out of the label file); the label files go beside the token files
+// (label_path_for). Throws IoError for unreadable inputs or unlabelled names, UsageError for bad
+// options.
 PrepareSummary prepare_data(const PrepareOptions& options);
 
 }  // namespace deepshard::data

@@ -1,12 +1,14 @@
 // prepare_data: input files (directories expanded) become documents; valid_fraction of them (at
 // least one, leaving at least one), spread evenly over the sorted list so that a corpus sorted by
 // genre or source validates on all of them, is the validation split; each split's documents are
-// joined by a newline, tokenized (byte-level or GPT-2 BPE) and written as a token file.
+// joined by a newline, tokenized (byte-level or GPT-2 BPE) and written as a token file; with
+// labels, each document's passages and class go to a label file beside it.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 
 #include "data/corpus.h"
+#include "data/label_file.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"
 #include "deepshard/util/error.h"
@@ -72,6 +74,33 @@ std::string default_valid_path(const std::string& output) {
   return stem + ".valid.bin";
 }
 
+// One split of labelled documents: each tokenized on its own, joined by the newline's tokens,
+// cut into passages of `passage_tokens` (the rest of a document shorter than that left out).
+struct LabelledSplit {
+  std::vector<uint16_t> tokens;
+  LabelFile labels;
+};
+
+LabelledSplit labelled_split(const Tokenizer& tokenizer, const std::vector<std::string>& docs,
+                             const std::vector<std::string>& files,
+                             const std::vector<int64_t>& genres, int64_t passage_tokens) {
+  LabelledSplit split;
+  split.labels.classes = brown_genres();
+  const std::vector<uint16_t> newline = tokenizer.encode("\n");
+  for (size_t d = 0; d < docs.size(); ++d) {
+    if (d > 0) split.tokens.insert(split.tokens.end(), newline.begin(), newline.end());
+    const std::vector<uint16_t> doc = tokenizer.encode(docs[d]);
+    const auto start = static_cast<int64_t>(split.tokens.size());
+    split.tokens.insert(split.tokens.end(), doc.begin(), doc.end());
+    const std::string name = fs::path(files[d]).filename().string();
+    for (int64_t at = 0; at + passage_tokens <= static_cast<int64_t>(doc.size());
+         at += passage_tokens)
+      split.labels.passages.push_back({start + at, passage_tokens, genres[d], name});
+  }
+  split.labels.tokens = static_cast<int64_t>(split.tokens.size());
+  return split;
+}
+
 }  // namespace
 
 PrepareSummary prepare_data(const PrepareOptions& options) {
@@ -87,7 +116,16 @@ PrepareSummary prepare_data(const PrepareOptions& options) {
            UsageError, "prepare-data: the training and validation outputs are the same file (",
            summary.train_path, ")");
 
+  DS_CHECK(options.labels.empty() || options.labels == "brown-genre", UsageError,
+           "prepare-data: unknown labels \"", options.labels, "\" (known: brown-genre)");
+  DS_CHECK(options.passage_tokens >= 1, UsageError,
+           "prepare-data: the passage length must be at least 1 token, got ",
+           options.passage_tokens);
   std::vector<std::string> files = expand_inputs(options.inputs);
+  std::vector<int64_t> genres;  // with labels: each document's, checked before reading any
+  for (const std::string& file : files) {
+    if (!options.labels.empty()) genres.push_back(brown_genre_of(file));
+  }
   std::vector<std::string> docs;
   docs.reserve(files.size());
   for (const std::string& file : files) docs.push_back(read_text_file(file));
@@ -97,7 +135,34 @@ PrepareSummary prepare_data(const PrepareOptions& options) {
   const std::unique_ptr<Tokenizer> made = make_tokenizer(options.tokenizer, options.bpe_dir);
   const Tokenizer& tokenizer = *made;
   std::vector<uint16_t> train, valid;
-  if (n >= 2) {
+  LabelFile labels[2];  // with labels: the training and validation passages
+  if (!options.labels.empty()) {
+    // Split by document, as below; a single document cannot be split by document.
+    DS_CHECK(n >= 2, UsageError, "prepare-data: --labels needs at least 2 documents (", files[0],
+             " alone cannot be split by document)");
+    const int64_t n_valid = valid_count(n, options.valid_fraction);
+    std::vector<std::string> part_docs[2], part_files[2];
+    std::vector<int64_t> part_genres[2];
+    for (int64_t i = 0; i < n; ++i) {
+      const int side = is_validation(i, n, n_valid) ? 1 : 0;
+      part_docs[side].push_back(std::move(docs[size_t(i)]));
+      part_files[side].push_back(files[size_t(i)]);
+      part_genres[side].push_back(genres[size_t(i)]);
+    }
+    LabelledSplit parts[2];
+    for (int side : {0, 1}) {
+      parts[side] = labelled_split(tokenizer, part_docs[side], part_files[side], part_genres[side],
+                                   options.passage_tokens);
+      DS_CHECK(!parts[side].labels.passages.empty(), IoError, "prepare-data: the ",
+               side ? "validation" : "training", " documents hold no passage of ",
+               options.passage_tokens, " tokens (--passage-tokens is longer than each of them)");
+    }
+    for (int side : {0, 1}) labels[side] = std::move(parts[side].labels);
+    train = std::move(parts[0].tokens);
+    valid = std::move(parts[1].tokens);
+    summary.train_documents = n - n_valid;
+    summary.valid_documents = n_valid;
+  } else if (n >= 2) {
     int64_t n_valid = valid_count(n, options.valid_fraction);
     std::vector<std::string> train_docs, valid_docs;
     for (int64_t i = 0; i < n; ++i)
@@ -121,6 +186,14 @@ PrepareSummary prepare_data(const PrepareOptions& options) {
   write_token_file(summary.valid_path, valid, tokenizer.vocab_size());
   summary.train_tokens = static_cast<int64_t>(train.size());
   summary.valid_tokens = static_cast<int64_t>(valid.size());
+  if (!options.labels.empty()) {  // after the token files they index
+    summary.train_labels_path = label_path_for(summary.train_path);
+    summary.valid_labels_path = label_path_for(summary.valid_path);
+    write_label_file(summary.train_labels_path, labels[0]);
+    write_label_file(summary.valid_labels_path, labels[1]);
+    summary.train_passages = static_cast<int64_t>(labels[0].passages.size());
+    summary.valid_passages = static_cast<int64_t>(labels[1].passages.size());
+  }
   return summary;
 }
 

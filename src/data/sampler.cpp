@@ -18,6 +18,11 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// h mapped to [0, n) by multiply-high: no bias of a modulo of a non-power of two.
+int64_t below(uint64_t h, uint64_t n) {
+  return static_cast<int64_t>((static_cast<unsigned __int128>(h) * n) >> 64);
+}
+
 }  // namespace
 
 DistributedSampler::DistributedSampler(const TokenFile& file, int64_t block_size,
@@ -52,8 +57,23 @@ int64_t DistributedSampler::sample_offset(int64_t step, int64_t index) const {
   uint64_t h = splitmix64(seed_);
   h = splitmix64(h ^ static_cast<uint64_t>(step));
   h = splitmix64(h ^ static_cast<uint64_t>(index));
-  // Multiply-high maps h to [0, starts) without the bias of a modulo of a non-power of two.
-  return static_cast<int64_t>((static_cast<unsigned __int128>(h) * starts) >> 64);
+  return below(h, starts);
+}
+
+DistributedSampler::PassageWindow DistributedSampler::passage_window(int64_t step,
+                                                                     int64_t index) const {
+  DS_ASSERT(passages_ != nullptr && step >= 0 && index >= 0, "step ", step, ", index ", index);
+  // The passage from the offset's hash chain, the start inside it from one more round.
+  uint64_t h = splitmix64(seed_);
+  h = splitmix64(h ^ static_cast<uint64_t>(step));
+  h = splitmix64(h ^ static_cast<uint64_t>(index));
+  PassageWindow w;
+  w.passage = below(h, passages_->passages.size());
+  const Passage& p = passages_->passages[size_t(w.passage)];
+  DS_CHECK(p.length >= block_size_, IoError, passages_->path, ": passage ", w.passage + 1, " has ",
+           p.length, " tokens, fewer than a window of ", block_size_);
+  w.start = p.start + below(splitmix64(h), static_cast<uint64_t>(p.length - block_size_ + 1));
+  return w;
 }
 
 int64_t DistributedSampler::sample_key(int64_t step, int64_t index) const {
@@ -69,9 +89,21 @@ Batch DistributedSampler::batch(int64_t step, int64_t micro_step) const {
   DS_CHECK(step >= 0 && micro_step >= 0 && micro_step < grad_accum_steps_, Error,
            "DistributedSampler::batch: step ", step, " micro-step ", micro_step,
            " (gradient accumulation has ", grad_accum_steps_, " micro-steps)");
+  at::Tensor keys = at::empty({micro_batch_}, at::kLong);
+  if (passages_ != nullptr) {
+    at::Tensor inputs = at::empty({micro_batch_, block_size_}, at::kLong);
+    at::Tensor labels = at::empty({micro_batch_}, at::kLong);
+    for (int64_t p = 0; p < micro_batch_; ++p) {
+      const int64_t index = global_index(rank_, micro_step, p);
+      const PassageWindow w = passage_window(step, index);
+      file_.read(w.start, block_size_, inputs.data_ptr<int64_t>() + p * block_size_);
+      labels.data_ptr<int64_t>()[p] = passages_->passages[size_t(w.passage)].label;
+      keys.data_ptr<int64_t>()[p] = sample_key(step, index);
+    }
+    return Batch{inputs, labels, keys};  // no objective: the targets are the classes
+  }
   // Host buffer: the tokens come from a memory-mapped file; the caller moves them.
   at::Tensor windows = at::empty({micro_batch_, block_size_ + 1}, at::kLong);
-  at::Tensor keys = at::empty({micro_batch_}, at::kLong);
   int64_t* out = windows.data_ptr<int64_t>();
   for (int64_t p = 0; p < micro_batch_; ++p) {
     const int64_t index = global_index(rank_, micro_step, p);

@@ -11,13 +11,15 @@
 #include <cstdint>
 #include <functional>
 
+#include "data/label_file.h"
 #include "data/token_file.h"
 
 namespace deepshard::data {
 
 struct Batch {
-  at::Tensor inputs;   // [micro, block_size] int64
-  at::Tensor targets;  // [micro, block_size] int64 (inputs shifted by one)
+  at::Tensor inputs;  // [micro, block_size] int64
+  // [micro, block_size] int64 (inputs shifted by one); from passages: [micro] int64, the classes.
+  at::Tensor targets;
   // [micro] int64: each sample's key, a hash of (seed, step, global sample index) distinct from
   // its offset's, for an objective that draws per sample (masked-LM) alike in every layout.
   at::Tensor sample_keys;
@@ -34,6 +36,15 @@ class DistributedSampler {
   // models::CausalLmImpl::make_objective); unset: the windows as read.
   using Objective = std::function<void(Batch&)>;
   void set_objective(Objective objective) { objective_ = std::move(objective); }
+  // Classification: every sample is a window of block_size tokens inside a passage of `labels`
+  // (read_label_file, checked against the file with check_labels_match; it must outlive the
+  // sampler), its target the passage's class; null: windows anywhere in the file.
+  void set_passages(const LabelFile* labels) { passages_ = labels; }
+  // From passages: the passage of global sample `index` of `step` and the window's first token.
+  struct PassageWindow {
+    int64_t passage = 0, start = 0;
+  };
+  PassageWindow passage_window(int64_t step, int64_t index) const;
   // Index of the sample within the global batch of a step.
   int64_t global_index(int rank, int64_t micro_step, int64_t position) const;
   // Start offset (in tokens) of global sample `index` of `step`.
@@ -47,6 +58,7 @@ class DistributedSampler {
   int rank_, world_size_;
   uint64_t seed_;
   Objective objective_;
+  const LabelFile* passages_ = nullptr;
 };
 
 }  // namespace deepshard::data

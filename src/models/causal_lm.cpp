@@ -43,6 +43,24 @@ at::Tensor CausalLmImpl::loss_of_logits(const at::Tensor& logits, const at::Tens
   return torch::nn::functional::cross_entropy(flat.to(at::kFloat), targets.reshape({-1}));
 }
 
+at::Tensor CausalLmImpl::classify(const at::Tensor& idx) {
+  (void)idx;
+  throw Error(
+      detail::concat("model.arch \"", arch(), "\" has no classification head (bert has one)"));
+}
+
+at::Tensor CausalLmImpl::classification_loss(const at::Tensor& idx, const at::Tensor& labels) {
+  DS_CHECK(labels.dim() == 1 && labels.size(0) == idx.size(0), Error, arch(),
+           " classification: labels ", labels.sizes(), " do not match the ", idx.size(0),
+           " sequences");
+  const at::Tensor logits = classify(idx);
+  const int64_t classes = logits.size(-1);
+  DS_CHECK(labels.numel() == 0 ||
+               (labels.min().item<int64_t>() >= 0 && labels.max().item<int64_t>() < classes),
+           Error, arch(), " classification: a label is outside the head's ", classes, " classes");
+  return torch::nn::functional::cross_entropy(logits.to(at::kFloat), labels);
+}
+
 std::vector<int64_t> CausalLmImpl::generate(const std::vector<int64_t>& prompt,
                                             int64_t max_new_tokens, double temperature,
                                             int64_t top_k, uint64_t seed) {

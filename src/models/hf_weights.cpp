@@ -18,8 +18,8 @@ void save_hf_safetensors(const CausalLmImpl& model, const std::string& path, at:
   save_hf_safetensors(model.arch(), params, path, dtype);
 }
 
-void load_hf_safetensors(CausalLmImpl& model, const std::string& path) {
-  checkpoint::load_hf_safetensors(model, find_arch(model.arch()).hf_layout(), path);
+std::vector<std::string> load_hf_safetensors(CausalLmImpl& model, const std::string& path) {
+  return checkpoint::load_hf_safetensors(model, find_arch(model.arch()).hf_layout(), path);
 }
 
 }  // namespace deepshard::models

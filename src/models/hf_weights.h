@@ -7,6 +7,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "deepshard/models/causal_lm.h"
 
@@ -20,7 +21,8 @@ void save_hf_safetensors(const CausalLmImpl& model, const std::string& path,
 void save_hf_safetensors(const std::string& arch, const std::map<std::string, at::Tensor>& params,
                          const std::string& path, at::ScalarType dtype = at::kFloat);
 // Copies an HF file's tensors into `model`'s parameters (IoError on a missing, misshapen or
-// unexpected tensor).
-void load_hf_safetensors(CausalLmImpl& model, const std::string& path);
+// unexpected tensor). Returns the parameters the file lacked that keep their initialisation (the
+// architecture's fresh_if_missing: bert's classification head).
+std::vector<std::string> load_hf_safetensors(CausalLmImpl& model, const std::string& path);
 
 }  // namespace deepshard::models

@@ -52,7 +52,8 @@ function memKeys() {  // metrics.jsonl "memory": bytes per ledger category, acti
   return keys.has('rss') ? lines : lines.concat([['rss_bytes', 'rss', MiB]]);
 }
 const CHARTS = [
-  {id: 'loss', title: 'Loss', y: 'loss', lines: [['loss', 'train'], ['val_loss', 'validation']]},
+  {id: 'loss', title: 'Loss', y: 'loss', lines: [['loss', 'train'], ['val_loss', 'validation']],
+   y2: 'accuracy', lines2: [['val_accuracy', 'validation accuracy']]},
   {id: 'lr', title: 'Learning rate', y: 'lr', lines: [['lr', 'lr']]},
   {id: 'throughput', title: 'Throughput', y: 'tokens/s', lines: [['tokens_per_s', 'tokens/s']],
    y2: 'MFU', lines2: [['mfu', 'MFU']]},
@@ -168,7 +169,8 @@ std::string render_report_html(const std::vector<ReportRun>& runs) {
                 ".charts{display:flex;flex-wrap:wrap;gap:12px}"
                 "canvas{border:1px solid #ddd}#ds-check{display:none}");
   h += "<h1>deepshard report</h1>\n<table>\n<tr><th>run</th><th>steps</th><th>final loss</th>"
-       "<th>final val loss</th><th>mean tokens/s</th><th>comm wait share</th><th>ranks</th></tr>\n";
+       "<th>final val loss</th><th>val accuracy</th><th>majority-class baseline</th>"
+       "<th>mean tokens/s</th><th>mean samples/s</th><th>comm wait share</th><th>ranks</th></tr>\n";
   for (const auto& r : runs) {
     // Numbers as a person reads them ("2.383", "2,061", "2.4 %"); anything else as written.
     auto cell = [&](const char* key, std::string (*format)(double)) {
@@ -179,7 +181,10 @@ std::string render_report_html(const std::vector<ReportRun>& runs) {
     h += "<tr><td>" + html_escape(r.name) + "</td><td>" + std::to_string(r.metrics.size()) +
          "</td><td>" + cell("final_loss", readable_number) + "</td><td>" +
          cell("final_val_loss", readable_number) + "</td><td>" +
+         cell("final_val_accuracy", readable_share) + "</td><td>" +
+         cell("majority_baseline", readable_share) + "</td><td>" +
          cell("mean_tokens_per_s", readable_number) + "</td><td>" +
+         cell("mean_samples_per_s", readable_number) + "</td><td>" +
          cell("comm_wait_share", readable_share) + "</td><td>" +
          cell("world_size", readable_number) + "</td></tr>\n";
   }

@@ -1,5 +1,7 @@
 // The engine step of a training run: the ZeRO engine around the built model, the model-state
-// memory estimate (and its report, train.memory_report), and the start banner.
+// memory estimate (and its report, train.memory_report), and the start banner. The engine's call
+// engine(input_ids, labels) is the run's loss (TrainingRun::loss): the training loop is
+// DeepSpeed's (loss = engine(inputs, labels); engine.backward(loss); engine.step()).
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -24,6 +26,10 @@ void build_engine(TrainingRun& run) {
   const auto& ds = run.ds;
   if (run.config.train.save_weights) check_weights_savable(ds);  // before the training, not after
   run.engine = zero::Engine::initialize(run.model, ds, run.dp_group(), run.zero_init.get());
+  // engine(input_ids, labels) is the run's loss (the task's, the tensor-parallel model's).
+  run.engine->set_forward([&run](const at::Tensor& input_ids, const at::Tensor& labels) {
+    return run.loss(input_ids, labels);
+  });
   const auto& engine = *run.engine;
   run.estimate_in = zero::estimate_input(ds, engine.num_parameters(), run.dp_group().size(),
                                          dtype_of(run.model->parameters().front().scalar_type()));

@@ -1,8 +1,10 @@
 // The evaluation hook: mean validation loss every train.eval_interval steps and after the last
-// step, when the run has data.valid (with a pipeline too: a forward-only pass of the stages).
+// step, when the run has data.valid (with a pipeline too: a forward-only pass of the stages); with
+// a classification task the loss and accuracy over every validation passage.
 #include <torch/torch.h>
 
 #include "train/training_run.h"
+#include "util/log.h"
 
 namespace deepshard::train {
 namespace {
@@ -37,6 +39,22 @@ class EvaluationHook : public StepHook {
     if (!run.data.valid_sampler) return;
     const int64_t interval = run.config.train.eval_interval;
     if (!(step.last || (interval > 0 && step.step % interval == 0))) return;
+    if (run.data.valid_labels) {
+      const ClassificationScore score = evaluate_classification(run);
+      step.val_loss = score.loss;
+      run.summary.final_val_loss = score.loss;
+      run.summary.final_val_accuracy = score.accuracy;
+      run.summary.majority_baseline = score.majority_baseline;
+      step.metrics["val_loss"] = score.loss;
+      step.metrics["val_accuracy"] = score.accuracy;
+      step.metrics["majority_baseline"] = score.majority_baseline;
+      if (run.rank0) {
+        log::info("validation at step ", step.step, ": accuracy ", 100.0 * score.accuracy,
+                  " % over ", score.passages, " passages (majority-class baseline ",
+                  100.0 * score.majority_baseline, " %), loss ", score.loss);
+      }
+      return;
+    }
     step.val_loss = evaluate(run, *run.data.valid_sampler, run.config.train.eval_batches);
     run.summary.final_val_loss = step.val_loss;
     step.metrics["val_loss"] = step.val_loss;

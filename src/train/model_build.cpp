@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "deepshard/train/model_factory.h"
+#include "deepshard/util/error.h"
 #include "models/hf_weights.h"
 #include "models/registry.h"
 #include "train/training_run.h"
@@ -43,8 +44,22 @@ void build_model(TrainingRun& run) {
   }
   // Fine-tuning: Hugging Face weights of the architecture replace the fresh init (every rank reads
   // the file; the engine then broadcasts rank 0's parameters anyway).
-  if (!run.config.model.init_from.empty())
-    models::load_hf_safetensors(*run.model, run.config.model.init_from);
+  if (!run.config.model.init_from.empty()) {
+    const std::vector<std::string> fresh =
+        models::load_hf_safetensors(*run.model, run.config.model.init_from);
+    if (run.rank0 && !fresh.empty()) {
+      std::string names;
+      for (const std::string& n : fresh) names += (names.empty() ? "" : ", ") + n;
+      log::info("model.init_from: ", run.config.model.init_from, " has no ", names,
+                "; freshly initialised (train.seed)");
+    }
+  }
+  // A classification task needs the model's head of the label files' classes.
+  if (run.config.task.classification()) {
+    DS_CHECK(run.model->num_labels() == run.config.model.num_labels, ConfigError,
+             "task.type \"classification\": model.arch \"", run.model->arch(),
+             "\" has no classification head (bert has one)");
+  }
 
   // Mixed precision: the engine casts the model to the config's dtype (the dtype contract,
   // zero/engine.h) and keeps the fp32 master copy and gradient accumulation.

@@ -68,21 +68,28 @@ nlohmann::json summary_json(const TrainingRun& run) {
     peak[zero::to_string(category)] = ledger.peak_bytes(category);
   }
   memory["model_states"] = ledger.model_state_bytes();
-  nlohmann::json out = {{"steps", summary.steps},
-                        {"final_loss", summary.final_loss},
-                        {"mean_tokens_per_s", summary.mean_tokens_per_s},
-                        {"comm_wait_share", summary.comm_wait_share},
-                        {"world_size", run.group.size()},
-                        {"num_parameters", run.engine->num_parameters()},
-                        {"peak_rss_bytes", summary.peak_rss_bytes},
-                        {"ledger_bytes_rank0", memory},
-                        {"ledger_peak_bytes_rank0", peak},
-                        {"comm", comm_ops_json(run.group.log())},
-                        {"config", nlohmann::json::parse(run.config.resolved_json)}};
+  nlohmann::json out = {
+      {"steps", summary.steps},
+      {"final_loss", summary.final_loss},
+      {"mean_tokens_per_s", summary.mean_tokens_per_s},
+      {"mean_samples_per_s", summary.mean_tokens_per_s / double(run.config.model.block_size)},
+      {"comm_wait_share", summary.comm_wait_share},
+      {"world_size", run.group.size()},
+      {"num_parameters", run.engine->num_parameters()},
+      {"peak_rss_bytes", summary.peak_rss_bytes},
+      {"ledger_bytes_rank0", memory},
+      {"ledger_peak_bytes_rank0", peak},
+      {"comm", comm_ops_json(run.group.log())},
+      {"config", nlohmann::json::parse(run.config.resolved_json)}};
   out["memory_report"] = memory_report_json(ledger, run.memory_estimate);
   out["comm_estimate_per_step"] =
       comm_estimate_json(zero::estimate_comm_per_step(run.estimate_in), run.group.size());
   if (summary.final_val_loss >= 0) out["final_val_loss"] = summary.final_val_loss;
+  if (summary.final_val_accuracy >= 0) {
+    out["final_val_accuracy"] = summary.final_val_accuracy;
+    out["majority_baseline"] = summary.majority_baseline;
+  }
+  out["task"] = run.config.task.type;
   if (!summary.sample.empty()) out["sample"] = summary.sample;
   return out;
 }

@@ -40,6 +40,7 @@ void build_tensor_parallel(TrainingRun& run) {
 }
 
 at::Tensor TrainingRun::loss(const at::Tensor& inputs, const at::Tensor& targets) {
+  if (config.task.classification()) return model->classification_loss(inputs, targets);
   return tensor_parallel ? tensor_parallel->loss(inputs, targets) : model->loss(inputs, targets);
 }
 

@@ -23,7 +23,7 @@ double micro_steps(TrainingRun& run, int64_t step, StepRecord& r) {
     run.monitors->before_forward(step, micro);
     auto t = Clock::now();
     auto loss =
-        run.activations->forward([&] { return run.loss(batch.inputs, batch.targets); });
+        run.activations->forward([&] { return (*run.engine)(batch.inputs, batch.targets); });
     r.forward_s += seconds_since(t);
     run.monitors->after_forward();
     t = Clock::now();
@@ -78,6 +78,7 @@ StepRecord train_one_step(TrainingRun& run, int64_t step) {
                {"loss_scale", r.result.loss_scale},
                {"skipped", r.result.skipped},
                {"tokens_per_s", r.tokens_per_s},
+               {"samples_per_s", static_cast<double>(ds.train_batch_size) / r.step_time},
                {"step_time_s", r.step_time}};
   return r;
 }

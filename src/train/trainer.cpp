@@ -29,6 +29,7 @@ TrainSummary run_training(const config::RunConfig& config, comm::Group& group) {
   TrainingRun run(config, group);
   run.monitors = std::make_unique<RunMonitors>(config, group);  // the comms logger counts from here
   setup(run);
+  prepare_task(run);
   build_parallel_groups(run);
   build_model(run);
   build_tensor_parallel(run);

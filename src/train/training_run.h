@@ -1,6 +1,7 @@
 // The state one `deepshard train` run shares between its named steps, and the step functions
 // themselves. run_training (trainer.cpp) calls them in order:
-//   setup -> build_model -> build_data -> build_engine -> resume -> step loop -> finish
+//   setup -> prepare_task -> build_model -> build_data -> build_engine -> resume -> step loop ->
+//   finish
 // where the step loop runs train_one_step and then every StepHook (throughput, memory profile,
 // evaluation, progress, metrics file, checkpointing) in order. A new per-step concern (a monitor, a
 // timing breakdown, a memory profile) is a StepHook in its own file, added to make_step_hooks.
@@ -36,8 +37,11 @@ inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// The token files and samplers of a run (valid_* null without data.valid).
+// The token files and samplers of a run (valid_* null without data.valid); with a classification
+// task the label files (prepare_task), whose passages the samplers draw from.
 struct TrainData {
+  std::unique_ptr<data::LabelFile> train_labels;
+  std::unique_ptr<data::LabelFile> valid_labels;
   std::unique_ptr<data::TokenFile> train_file;
   std::unique_ptr<data::DistributedSampler> sampler;
   std::unique_ptr<data::TokenFile> valid_file;
@@ -46,9 +50,11 @@ struct TrainData {
 
 struct TrainingRun {
   TrainingRun(const config::RunConfig& run, comm::Group& group)
-      : config(run), ds(run.ds), group(group), rank0(group.rank() == 0), data_group(&group) {}
+      : config(run), ds(config.ds), group(group), rank0(group.rank() == 0), data_group(&group) {}
 
-  const config::RunConfig& config;
+  // The run's config; prepare_task completes it (a classification task's label files and
+  // model.num_labels), nothing else changes it.
+  config::RunConfig config;
   const config::DsConfig& ds;
   comm::Group& group;  // the job's ranks
   const bool rank0;
@@ -70,7 +76,8 @@ struct TrainingRun {
   // With tensor_parallel.size > 1 too: the replica's tensor x pipeline ranks (the norm's group).
   std::unique_ptr<comm::Group> model_group;
   comm::Group& dp_group() { return *data_group; }
-  // The mean loss of this rank's micro-batch: the model's, or the tensor-parallel one.
+  // The mean loss of this rank's micro-batch: the model's, or the tensor-parallel one; with a
+  // classification task the classifier's (targets: the classes [micro]).
   at::Tensor loss(const at::Tensor& inputs, const at::Tensor& targets);
 
   // build_model
@@ -127,6 +134,19 @@ class StepHook {
 
 // run_setup.cpp: checks data.train, creates the run folder, seeds this rank's generator.
 void setup(TrainingRun& run);
+// classification_task.cpp: with task.type "classification", the label files (defaults beside the
+// token files) read, and model.num_labels set to their classes; else nothing.
+void prepare_task(TrainingRun& run);
+// classification_task.cpp: with a classification task, the accuracy of the classifier over every
+// validation passage (the first model.block_size tokens of each, split over the data-parallel
+// ranks) and its mean loss, with the majority-class baseline.
+struct ClassificationScore {
+  double loss = 0.0, accuracy = 0.0;
+  // The share of validation passages whose class is the commonest of the training passages.
+  double majority_baseline = 0.0;
+  int64_t passages = 0;
+};
+ClassificationScore evaluate_classification(TrainingRun& run);
 // tensor_parallel_setup.cpp: the rank grid's groups (tensor_parallel.size > 1 or pipeline.stages
 // > 1; else nothing). Before build_model.
 void build_parallel_groups(TrainingRun& run);

@@ -58,4 +58,11 @@ std::unique_ptr<Engine> Engine::initialize(const ModuleTree& model, const config
 
 Engine::~Engine() = default;
 
+at::Tensor Engine::operator()(const at::Tensor& input_ids, const at::Tensor& labels) {
+  DS_CHECK(forward_, Error,
+           "engine(input_ids, labels): no forward set (Engine::set_forward, or build the engine "
+           "with train::initialize for a deepshard model)");
+  return forward_(input_ids, labels);
+}
+
 }  // namespace deepshard::zero

@@ -67,6 +67,23 @@ TEST(Report, ListsConfigDifferences) {
   EXPECT_NE(r.output.find("metrics.jsonl"), std::string::npos) << r.output;
 }
 
+// A classification run's summary: its validation accuracy, the majority-class baseline and the
+// samples/s are columns of the runs' table.
+TEST(Report, TableHasTheClassificationAccuracyAndBaseline) {
+  TempDir dir;
+  write_run(dir.file("genre"), 3, false, 1000);
+  nlohmann::json summary = nlohmann::json::parse(read_file(dir.file("genre/summary.json")));
+  summary["final_val_accuracy"] = 0.4125;
+  summary["majority_baseline"] = 0.1653;
+  summary["mean_samples_per_s"] = 12.5;
+  write_file(dir.file("genre/summary.json"), summary.dump());
+  const std::string html =
+      monitor::render_report_html({monitor::load_report_run(dir.file("genre"))});
+  EXPECT_NE(html.find("<th>val accuracy</th><th>majority-class baseline</th>"), std::string::npos);
+  EXPECT_NE(html.find("<td>41.2 %</td><td>16.5 %</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<td>12.5</td>"), std::string::npos);
+}
+
 TEST(Report, DrawsEveryChartInHeadlessChromium) {
   TempDir dir;
   write_run(dir.file("stage0-fp32"), 0, false, 1000);

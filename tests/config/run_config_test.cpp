@@ -129,6 +129,46 @@ TEST(RunFile, SectionsAreStrict) {
             "run.json: model.n_embd: 100 is not divisible by model.n_head = 3");
 }
 
+// The task section: its type, label files only for a classification task, and the layouts a
+// classification does not run with yet, each an error naming the key.
+TEST(RunFile, TaskSection) {
+  const json base = {{"train_batch_size", 8}, {"data", {{"train", "t.bin"}}}};
+  json classify = base;
+  classify["task"] = {{"type", "classification"}};
+  RunConfig run = parse_run_config(classify, 1, nullptr, "run.json", models::arch_schemas());
+  EXPECT_TRUE(run.task.classification());
+  EXPECT_TRUE(run.task.train_labels.empty());  // the trainer finds t.labels
+  EXPECT_EQ(json::parse(run.resolved_json)["task"]["type"], "classification");
+  EXPECT_FALSE(
+      parse_run_config(base, 1, nullptr, "run.json", models::arch_schemas()).task.classification());
+
+  json bad = base;
+  bad["task"] = {{"type", "regression"}};
+  EXPECT_EQ(run_error(bad).rfind("run.json: task.type: \"regression\" is not one of "
+                                 "\"pretraining\", \"classification\"",
+                                 0),
+            0u);
+  bad["task"] = {{"train_labels", "t.labels"}};
+  EXPECT_EQ(run_error(bad),
+            "run.json: task.train_labels: read only with task.type \"classification\"");
+  bad["task"] = {{"type", "classification"}, {"valid_labels", "v.labels"}};
+  EXPECT_EQ(run_error(bad),
+            "run.json: task.valid_labels: given without data.valid (the token file it labels)");
+  bad["task"] = {{"type", "classification"}, {"label_file", "x"}};
+  EXPECT_NE(run_error(bad).find("task.label_file: unknown key"), std::string::npos);
+  json piped = classify;
+  piped["pipeline"] = {{"stages", 2}};
+  EXPECT_NE(run_error(piped).find("task.type \"classification\" does not run with pipeline "
+                                  "stages yet (pipeline.stages 2)"),
+            std::string::npos);
+  json split = classify;
+  split["tensor_parallel"] = {{"size", 2}};
+  EXPECT_NE(run_error(split, 2).find("task.type \"classification\" does not run with "
+                                     "tensor_parallel.size 2 yet"),
+            std::string::npos)
+      << run_error(split, 2);
+}
+
 TEST(RunFile, ErrorsOfAllSectionsAreReportedTogether) {
   std::string message = run_error({{"model", {{"dropout", 2.0}}},
                                    {"data", {{"train", 5}}},

@@ -24,6 +24,9 @@ struct HfLayout {
   // File tensors read only when the model has a parameter of that name (a head Hugging Face
   // writes even when it is tied to the embeddings).
   std::vector<std::string> optional_names;
+  // Parameters a file may lack: they keep the model's own initialisation (a fine-tuning head the
+  // pretrained file has none of).
+  std::vector<std::string> fresh_if_missing;
   // Appended, for a parameter of that name, to the message about its missing tensor.
   std::map<std::string, std::string> missing_hints;
   // Appended to the message about a file tensor that is no parameter of the model.
@@ -36,8 +39,10 @@ void save_hf_safetensors(const std::map<std::string, at::Tensor>& params, const 
                          const std::string& path, at::ScalarType dtype = at::kFloat);
 
 // Copies the file's tensors into `model`'s parameters (converted to their dtypes and devices). A
-// missing tensor, a shape mismatch or an unexpected tensor is an IoError naming the file and the
-// tensor (by its name in the file).
-void load_hf_safetensors(torch::nn::Module& model, const HfLayout& layout, const std::string& path);
+// missing tensor (other than the layout's fresh_if_missing), a shape mismatch or an unexpected
+// tensor is an IoError naming the file and the tensor (by its name in the file). Returns the
+// parameters the file lacked that kept their initialisation (fresh_if_missing), by model name.
+std::vector<std::string> load_hf_safetensors(torch::nn::Module& model, const HfLayout& layout,
+                                             const std::string& path);
 
 }  // namespace deepshard::checkpoint

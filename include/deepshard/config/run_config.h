@@ -1,6 +1,6 @@
 // A deepshard run file: DeepSpeed's keys (parsed into DsConfig) plus deepshard's own sections
-// `model`, `data`, `train` and `comm`. The `train` section also carries the values that fill
-// DeepSpeed "auto" entries, as Hugging Face's Trainer does from its arguments.
+// `model`, `data`, `task`, `train` and `comm`. The `train` section also carries the values that
+// fill DeepSpeed "auto" entries, as Hugging Face's Trainer does from its arguments.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,9 @@ struct ModelConfig {
   std::optional<bool> bias;   // Linear biases
   bool fused_kernels = true;  // fused CPU kernels (GELU, causal softmax, loss); false: libtorch ops
   std::string init_from;      // safetensors weights to start from ("" = fresh init)
+  // Classes of the classification head (0: none). Not a run-file key: a classification task sets
+  // it from its label file's classes.
+  int64_t num_labels = 0;
 };
 
 // A named set of sizes of one architecture (model.preset).
@@ -63,6 +66,17 @@ using ArchSchemas = std::vector<ArchSchema>;
 struct DataConfig {
   std::string train;
   std::string valid;  // "" = no validation
+};
+
+// task: what the model is trained for. "pretraining": the model's own objective on windows of
+// the token files (the next token; bert: masked-LM). "classification": the model's pooled
+// classifier on windows of the passages of label files (prepare-data --labels), the loss the
+// cross-entropy of the classes; its validation reports accuracy beside the loss.
+struct TaskConfig {
+  std::string type = "pretraining";
+  std::string train_labels;  // "" = data.train without ".bin", plus ".labels"
+  std::string valid_labels;  // "" = the same of data.valid
+  bool classification() const { return type == "classification"; }
 };
 
 // train: the run itself, plus the HF-Trainer-style values that resolve DeepSpeed "auto".
@@ -113,6 +127,7 @@ struct RunConfig {
   DsConfig ds;
   ModelConfig model;
   DataConfig data;
+  TaskConfig task;
   TrainConfig train;
   CommConfig comm;
   // The rank grid's sections, pipeline and tensor_parallel (docs/parallel.md).

@@ -235,10 +235,10 @@ class BertImpl : public CausalLmImpl {
                       const at::Tensor& sample_keys) const override;
 
   // The classification head (num_labels > 0): logits [B, num_labels] of idx [B, T] from the
-  // pooled first token (HF's BertForSequenceClassification), and their mean cross-entropy against
-  // labels [B].
-  at::Tensor classify(const at::Tensor& idx);
-  at::Tensor classification_loss(const at::Tensor& idx, const at::Tensor& labels);
+  // pooled first token (HF's BertForSequenceClassification); classification_loss (causal_lm.h)
+  // is their mean cross-entropy against labels [B].
+  at::Tensor classify(const at::Tensor& idx) override;
+  int64_t num_labels() const override { return config_.num_labels; }
 
   // Unit i is bert.encoder.layer.i; bert.embeddings.word_embeddings.weight is tied to the
   // masked-LM decoder; no tensor-parallel split.

@@ -62,6 +62,14 @@ class CausalLmImpl : public torch::nn::Module, public sharding::Shardable {
   // The same loss from logits [B, T, V] (what loss() computes after forward()).
   at::Tensor loss_of_logits(const at::Tensor& logits, const at::Tensor& targets);
 
+  // Sequence classification (a classification task, config::TaskConfig): logits [B,
+  // num_labels()] of idx [B, T] from the model's classification head; the default throws Error
+  // naming arch() (no head). classification_loss: their mean cross-entropy against labels [B]
+  // (each in [0, num_labels())), in fp32 whatever the parameter dtype.
+  virtual at::Tensor classify(const at::Tensor& idx);
+  virtual int64_t num_labels() const { return 0; }
+  at::Tensor classification_loss(const at::Tensor& idx, const at::Tensor& labels);
+
   // False for a model that does not continue text (an encoder): generate() throws Error.
   virtual bool generates_text() const { return true; }
 

@@ -134,6 +134,13 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // DeepSpeed's `loss = engine(input_ids, labels)`: the model's forward on a micro-batch giving its
+  // mean loss, as the function given to set_forward computes it (the engine knows no model's
+  // forward: train::initialize sets a deepshard model's). Throws Error when none is set.
+  using Forward = std::function<at::Tensor(const at::Tensor& input_ids, const at::Tensor& labels)>;
+  void set_forward(Forward forward) { forward_ = std::move(forward); }
+  at::Tensor operator()(const at::Tensor& input_ids, const at::Tensor& labels);
+
   // Backward of `loss` (the mean loss of this rank's micro-batch), scaled by
   // loss_scale()/gradient_accumulation_steps; gradients are reduced across ranks at the boundary.
   virtual void backward(const at::Tensor& loss) = 0;
@@ -203,6 +210,9 @@ class Engine {
 
  protected:
   Engine() = default;
+
+ private:
+  Forward forward_;
 };
 
 }  // namespace deepshard::zero

@@ -124,13 +124,6 @@ at::Tensor BertImpl::classify(const at::Tensor& idx) {
   return apply_linear(classifier, pooled, config_.fused_kernels);
 }
 
-at::Tensor BertImpl::classification_loss(const at::Tensor& idx, const at::Tensor& labels) {
-  DS_CHECK(labels.dim() == 1 && labels.size(0) == idx.size(0), Error,
-           "bert classification: ", "labels ", labels.sizes(), " do not match the ", idx.size(0),
-           " sequences");
-  return torch::nn::functional::cross_entropy(classify(idx).to(at::kFloat), labels);
-}
-
 void BertImpl::make_objective(at::Tensor& inputs, at::Tensor& targets,
                               const at::Tensor& sample_keys) const {
   MaskedBatch masked = mask_tokens(config_, inputs, sample_keys);

@@ -21,6 +21,7 @@ BertConfig bert_config(const config::ModelConfig& m) {
   c.vocab_size = m.vocab_size;
   c.dropout = m.dropout;
   c.fused_kernels = m.fused_kernels;
+  c.num_labels = m.num_labels;
   return c;
 }
 
@@ -82,10 +83,12 @@ sharding::TensorPlan no_tensor_plan() { return {}; }
 
 void save_fields(const config::ModelConfig& m, nlohmann::json& saved) {
   saved["intermediate_size"] = bert_config(m).intermediate_size;
+  if (m.num_labels > 0) saved["num_labels"] = m.num_labels;
 }
 
 void load_fields(const nlohmann::json& saved, config::ModelConfig& m) {
   m.intermediate_size = saved.at("intermediate_size").get<int64_t>();
+  m.num_labels = saved.value("num_labels", int64_t{0});
 }
 
 }  // namespace
