@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # ZeRO++'s loss budget on a real model: `small` (examples/gpt-brown.json, fp32) trained STEPS steps
 # at stage 3 on RANKS ranks of this host, once exact and once with ZeRO++'s quantized
-# communication (zero_quantized_weights; add --gradients for zero_quantized_gradients too), from
-# the same seed. Prints each run's final loss (the mean of its last 10 steps), their ratio, and the
+# communication (zero_quantized_weights; add --gradients for zero_quantized_gradients too, or
+# --gradients-only for zero_quantized_gradients alone), from the same seed. Prints each run's final loss (the mean of its last 10 steps), their ratio, and the
 # machine and its load. Long (300 steps of `small` are about an hour per run on 2 cores). Not a
 # test.
-#   scripts/bench_zeropp_loss.sh [--steps 300] [--ranks 2] [--gradients] [--set k=v]
+#   scripts/bench_zeropp_loss.sh [--steps 300] [--ranks 2] [--gradients | --gradients-only] [--set k=v]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench_common.sh
@@ -19,6 +19,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --gradients) quantized+=(--set zero_optimization.zero_quantized_gradients=true); shift ;;
+    --gradients-only) quantized=(--set zero_optimization.zero_quantized_gradients=true); shift ;;
     --set) extra+=(--set "$2"); shift 2 ;;
     *) echo "bench_zeropp_loss.sh: unknown option '$1'" >&2; exit 2 ;;
   esac

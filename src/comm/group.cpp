@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "comm/all_to_all.h"
 #include "comm/derived_groups.h"
 #include "comm/transport.h"
 #include "comm/transport_options.h"
@@ -94,6 +95,14 @@ class FlatGroup : public Group {
              " is not a rank of a group of ", size());
     if (tensor.numel() == 0) return start(info, nullptr);
     return start(info, [&] { return transport_->broadcast(tensor, root); });
+  }
+
+  Work all_to_all_async(const at::Tensor& out, const at::Tensor& in) {
+    OpInfo info = describe_op("all_to_all", in, in.nbytes());
+    check_pair(info, out, in, out.numel() == in.numel() && in.numel() % size() == 0,
+               "out.numel() == in.numel(), a multiple of ");
+    if (in.numel() == 0) return start(info, nullptr);
+    return start(info, [&] { return transport_->all_to_all(out, in); });
   }
 
   void barrier() override {
@@ -237,6 +246,12 @@ void record_into(Group& group, Group& parent) {
   auto* flat = dynamic_cast<FlatGroup*>(&group);
   DS_CHECK(flat != nullptr, CommError, "record_into: not a group made by create_group");
   flat->record_into(parent.log());
+}
+
+Work all_to_all_async(Group& group, const at::Tensor& out, const at::Tensor& in) {
+  auto* flat = dynamic_cast<FlatGroup*>(&group);
+  DS_CHECK(flat != nullptr, CommError, "all_to_all: not a group made by create_group");
+  return flat->all_to_all_async(out, in);
 }
 
 const char* transport_name(const Group& group) {

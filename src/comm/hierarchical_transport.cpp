@@ -10,7 +10,9 @@
 //    those across hosts;
 //  - all_gather: all-gather across hosts (the K slices of this local rank), all-gather inside the
 //    host, reordered host-major into `out`;
-//  - broadcast: across hosts among the ranks of the root's local rank, then inside every host.
+//  - broadcast: across hosts among the ranks of the root's local rank, then inside every host;
+//  - all_to_all is not composed here (it is refused): code that exchanges pieces across hosts
+//    runs its stages over groups of its own, as ZeRO++'s quantized gradients do.
 // The stages of one collective run one after another on one thread (SerialExecutor: collectives
 // in issue order). Each stage is recorded in the group's comm log under its link class
 // (intra_node, cross_node): its payload bytes and how long the stage took.
@@ -86,6 +88,12 @@ class HierarchicalTransport : public Transport {
   }
   Started broadcast(const at::Tensor& tensor, int root) override {
     return {executor_->submit([=, this] { run_broadcast(tensor, root); }), nullptr};
+  }
+  Started all_to_all(const at::Tensor& out, const at::Tensor&) override {
+    throw CommError(detail::concat(
+        "all_to_all of ", out.numel(), " elements over a group spanning ", hosts_,
+        " hosts: not supported by the hierarchical transport (run it over the node's group and "
+        "the cross-node group, or make the group with transport \"gloo\")"));
   }
   Handle barrier() override {
     return executor_->submit([this] {

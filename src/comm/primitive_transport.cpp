@@ -68,6 +68,10 @@ Transport::Started PrimitiveTransport::reduce_scatter(const at::Tensor& out, con
   return {handle, [=] { reduce_slices(received->tensor().view({n, out.numel()}), op, out); }};
 }
 
+Transport::Started PrimitiveTransport::all_to_all(const at::Tensor& out, const at::Tensor& in) {
+  return {alltoall_primitive(wire(out), wire(in)), nullptr};
+}
+
 Transport::Started PrimitiveTransport::broadcast(const at::Tensor& tensor, int root) {
   return {broadcast_primitive(wire(tensor), root), nullptr};
 }

@@ -6,6 +6,7 @@
 //    the three candidates measured, docs/comm.md), straight into `out`;
 //  - reduce_scatter: all-to-all into a scratch buffer, then a local sum in rank order (fp32 or
 //    wider);
+//  - all_to_all: the primitive itself;
 //  - bf16 always moves as a bit-identical fp16 view.
 #pragma once
 
@@ -24,6 +25,7 @@ class PrimitiveTransport : public Transport {
   Started all_gather(const at::Tensor& out, const at::Tensor& in) override;
   Started reduce_scatter(const at::Tensor& out, const at::Tensor& in, ReduceOp op) override;
   Started broadcast(const at::Tensor& tensor, int root) override;
+  Started all_to_all(const at::Tensor& out, const at::Tensor& in) override;
 
  protected:
   // The primitives, on dtypes Gloo moves (bf16 arrives as its fp16 view).

@@ -12,7 +12,7 @@
 //  - all_reduce of the other dtypes follows Gloo's ring order (gloo_ring_order.h): each element is
 //    summed with the nesting of the ring chunk it belongs to in a Gloo all-reduce of the whole
 //    tensor; kAvg then divides as the Gloo path does;
-//  - all_gather and broadcast copy bytes.
+//  - all_gather, all_to_all and broadcast copy bytes.
 // Work split: in each round of all_reduce and reduce_scatter rank r reduces the r-th part.
 #include <ATen/ATen.h>
 #include <unistd.h>
@@ -34,7 +34,14 @@ namespace {
 // Per rank and half; 4 slots per rank in the segment. Measured in docs/benchmarks.md.
 constexpr uint64_t kSlotBytes = 8ull << 20;
 
-enum ShmOpKind : int32_t { kAllReduce = 1, kAllGather, kReduceScatter, kBroadcast, kBarrier };
+enum ShmOpKind : int32_t {
+  kAllReduce = 1,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kBarrier,
+  kAllToAll
+};
 
 const char* kind_name(int32_t kind) {
   switch (kind) {
@@ -48,6 +55,8 @@ const char* kind_name(int32_t kind) {
       return "broadcast";
     case kBarrier:
       return "barrier";
+    case kAllToAll:
+      return "all_to_all";
   }
   return "?";
 }
@@ -115,6 +124,12 @@ class ShmTransport : public Transport {
     check_cpu(tensor);
     return {submit(kBroadcast, tensor, root, [=, this] { run_broadcast(tensor, root); }),
             nullptr};
+  }
+
+  Started all_to_all(const at::Tensor& out, const at::Tensor& in) override {
+    check_cpu(in);
+    check_cpu(out);
+    return {submit(kAllToAll, in, 0, [=, this] { run_all_to_all(out, in); }), nullptr};
   }
 
   Handle barrier() override {
@@ -224,6 +239,24 @@ class ShmTransport : public Transport {
       sync();
       reduce_slices(rows(rank_ * len * e, len, dtype), op,
                     view(bytes_of(out) + o * e, len, dtype));
+    }
+  }
+
+  // Each round: every rank copies the window of each destination's slice into its slot (as
+  // reduce_scatter does); after the barrier it copies its own window from every rank's slot.
+  void run_all_to_all(const at::Tensor& out, const at::Tensor& in) {
+    const int64_t slice = in.nbytes() / n_;
+    const int64_t per_round = static_cast<int64_t>(slot_bytes()) / n_;
+    for (int64_t o = 0; o < slice; o += per_round, ++round_) {
+      const int64_t len = std::min(per_round, slice - o);
+      for (int r = 0; r < n_; ++r) {
+        std::memcpy(segment_.data_slot(rank_, half()) + r * len, bytes_of(in) + r * slice + o, len);
+      }
+      sync();
+      for (int r = 0; r < n_; ++r) {
+        std::memcpy(bytes_of(out) + r * slice + o, segment_.data_slot(r, half()) + rank_ * len,
+                    len);
+      }
     }
   }
 

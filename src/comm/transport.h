@@ -1,4 +1,4 @@
-// What moves the bytes of deepshard's collectives. A Transport runs the four collectives with
+// What moves the bytes of deepshard's collectives. A Transport runs the collectives with
 // deepshard's semantics (group.h) on validated, contiguous, non-empty tensors of any supported
 // dtype (bf16 included) and returns a started transfer: a handle (null when it finished at issue)
 // and the local post-processing that Work::wait() runs after it (may be empty). Implementations:
@@ -36,6 +36,9 @@ class Transport {
   virtual Started all_gather(const at::Tensor& out, const at::Tensor& in) = 0;
   virtual Started reduce_scatter(const at::Tensor& out, const at::Tensor& in, ReduceOp op) = 0;
   virtual Started broadcast(const at::Tensor& tensor, int root) = 0;
+  // `in` and `out` hold world-size equal slices: slice r of `in` goes to rank r, and rank r's
+  // slice for this rank lands in slice r of `out` (all_to_all.h).
+  virtual Started all_to_all(const at::Tensor& out, const at::Tensor& in) = 0;
   virtual Handle barrier() = 0;
 };
 

@@ -40,6 +40,7 @@ TEST_P(Scenario, AllReduce) { run("all_reduce"); }
 TEST_P(Scenario, AllGather) { run("all_gather"); }
 TEST_P(Scenario, ReduceScatter) { run("reduce_scatter"); }
 TEST_P(Scenario, Broadcast) { run("broadcast"); }
+TEST_P(Scenario, DISABLED_AllToAll) { run("all_to_all"); }
 TEST_P(Scenario, Async) { run("async"); }
 TEST_P(Scenario, CommLog) { run("comm_log"); }
 

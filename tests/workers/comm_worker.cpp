@@ -10,8 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "deepshard/util/error.h"
+#include "comm/all_to_all.h"
 #include "comm/transport_options.h"
 #include "workers/worker.h"
 
@@ -137,6 +139,38 @@ DS_WORKER_SCENARIO(reduce_scatter) {
       }
     }
   }
+}
+
+// Slice j of rank r's input encodes (r, j, k); rank r's output slice j must be rank j's slice r.
+// int8 (ZeRO++'s quantized gradients), fp32, and bf16 bit patterns; large slices cross several
+// shared-memory rounds. The comm log counts each as "all_to_all" with the input's bytes.
+DS_WORKER_SCENARIO(all_to_all) {
+  const int n = group.size(), r = group.rank();
+  auto encoded = [&](int from, int to, int64_t slice, at::ScalarType dtype) {
+    at::Tensor k = at::arange(slice, at::kLong);
+    at::Tensor v = (k * 13 + from * 7 + to * 3) % 251 - 125;
+    if (dtype == at::kBFloat16) return (v * 97 + from).to(at::kShort).view(at::kBFloat16);
+    return v.to(dtype);
+  };
+  int64_t sent_bytes = 0;
+  group.log().reset();
+  for (int64_t slice : {int64_t(1), int64_t(7), int64_t(3000017)}) {
+    for (auto dtype : {at::kChar, at::kFloat, at::kBFloat16}) {
+      std::vector<at::Tensor> mine, want;
+      for (int j = 0; j < n; ++j) {
+        mine.push_back(encoded(r, j, slice, dtype));
+        want.push_back(encoded(j, r, slice, dtype));
+      }
+      at::Tensor in = at::cat(mine), out = at::zeros_like(in);
+      comm::all_to_all(group, out, in);
+      EXPECT_SAME(out, at::cat(want), "all_to_all of " << n << " x " << slice << " " << dtype);
+      sent_bytes += static_cast<int64_t>(in.nbytes());
+    }
+  }
+  const auto ops = group.log().snapshot();
+  DS_WORKER_EXPECT(ops.count("all_to_all") == 1 && ops.at("all_to_all").calls == 9 &&
+                       ops.at("all_to_all").bytes == sent_bytes,
+                   "the comm log's all_to_all");
 }
 
 DS_WORKER_SCENARIO(broadcast) {
@@ -275,7 +309,7 @@ std::unique_ptr<comm::Group> other_transport_group(comm::Group& group) {
   comm::GroupOptions options;
   options.timeout = std::chrono::milliseconds(worker_timeout_ms());
   options.transport = std::string(comm::transport_name(group)) == "shm" ? comm::TransportKind::kGloo
-                                                              : comm::TransportKind::kShm;
+                                                                        : comm::TransportKind::kShm;
   auto other = comm::create_group(info, options);
   DS_WORKER_EXPECT(std::string(comm::transport_name(*other)) == comm::to_string(options.transport),
                    "got transport " << comm::transport_name(*other));
@@ -315,7 +349,8 @@ DS_WORKER_SCENARIO(shm_matches_gloo) {
   other->all_gather(full_b, full_b.narrow(0, r * shard, shard).clone());
   EXPECT_SAME(full_a, want, "in-place all_gather");
   EXPECT_SAME(full_b, want, "all_gather");
-  at::Tensor bits = at::randint(-32768, 32768, {5000001}, generator, at::kShort).view(at::kBFloat16);
+  at::Tensor bits =
+      at::randint(-32768, 32768, {5000001}, generator, at::kShort).view(at::kBFloat16);
   at::Tensor t = bits.clone();
   group.broadcast(t, n - 1);
   other->broadcast(bits, n - 1);
@@ -326,8 +361,7 @@ DS_WORKER_SCENARIO(shm_matches_gloo) {
 // launcher's SIGTERM, so that they report the transport's own error (naming the dead rank) before
 // the launcher's SIGKILL; they print the rendezvous port so the test can look for leftovers.
 DS_WORKER_SCENARIO(killed_in_collective) {
-  std::printf("port %d transport %s\n", group.info().master_port,
-              comm::transport_name(group));
+  std::printf("port %d transport %s\n", group.info().master_port, comm::transport_name(group));
   std::fflush(stdout);
   group.barrier();
   if (group.rank() == 1) {

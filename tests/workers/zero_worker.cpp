@@ -1,11 +1,17 @@
-// Multi-rank scenarios for ZeRO internals that need real ranks, run by tests/train tests:
-// FetchCheck (every unit gather compared across ranks).
+// Multi-rank scenarios for ZeRO internals that need real ranks, run by tests/train and
+// tests/zeropp tests: FetchCheck (every unit gather compared across ranks), and ZeRO++'s quantized
+// gradient reduction against the fp32 reduce-scatter.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "workers/worker.h"
 #include "zero/stage3/fetch_check.h"
+#include "zero/stage3/quantized_reduce.h"
 
 namespace deepshard::testing {
 namespace {
@@ -49,6 +55,80 @@ DS_WORKER_SCENARIO(fetch_check) {
   }
   DS_WORKER_EXPECT(depart_at < 0, "the departure at gather " << depart_at << " was not caught");
   DS_WORKER_EXPECT(check.gathers() == 12u, check.gathers());
+}
+
+// Rank r's gradient buffer of n slices of c elements: heavy-tailed like gradients (normal times a
+// log-normal magnitude), the same on every rank that makes it (seeded by r).
+at::Tensor gradient_like(int r, int n, int64_t c, at::ScalarType dtype) {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(1000 + r);
+  at::Tensor x = at::randn({n * c}, g) * at::exp(at::randn({n * c}, g) * 1.5);
+  return x.to(dtype);
+}
+
+// The absolute maximum of x's block (QuantizedReduceScatter::kBlock values, from x's start)
+// holding each element.
+at::Tensor block_max(const at::Tensor& x) {
+  const int64_t c = x.numel(), block = zero::QuantizedReduceScatter::kBlock;
+  const int64_t blocks = (c + block - 1) / block;
+  at::Tensor padded = at::zeros({blocks * block}, at::kDouble);
+  padded.narrow(0, 0, c).copy_(x.abs());
+  return std::get<0>(padded.view({blocks, block}).max(1)).repeat_interleave(block).narrow(0, 0, c);
+}
+
+// args[0]: ranks per node (M; M < N and dividing it: the hierarchical reduction, on this host).
+// For several slice sizes (one element, across a block boundary, several blocks) and fp32 and bf16
+// gradients: the fp32 reduce-scatter (mean) equals the exact mean (fp64) within fp32 rounding, and
+// the quantized reduction is within its derived bound of the exact mean at every element:
+// (S/N) * sum over ranks of m_r / 128, S = 1 stage or 2 (hierarchical), m_r the absolute maximum of
+// rank r's quantization block holding the element (quantized_reduce.h), plus fp32 rounding. The
+// comm log counts the all-to-alls' int8 values and fp32 scales, the bytes they really are.
+DS_WORKER_SCENARIO(quantized_reduce) {
+  const int n = group.size(), me = group.rank(), per_node = std::stoi(args.at(0));
+  zero::QuantizedReduceScatter quantized(group, per_node);
+  const bool two_stage = per_node > 1 && per_node < n && n % per_node == 0;
+  DS_WORKER_EXPECT(quantized.hierarchical() == two_stage, "hierarchical " << two_stage);
+  const int stages = two_stage ? 2 : 1;
+  int64_t expected_bytes = 0;
+  double worst = 0;
+  group.log().reset();
+  for (int64_t c : {int64_t(1), int64_t(4097), int64_t(20011)}) {
+    for (auto dtype : {at::kFloat, at::kBFloat16}) {
+      at::Tensor exact = at::zeros({c}, at::kDouble), bound = at::zeros({c}, at::kDouble);
+      for (int r = 0; r < n; ++r) {
+        at::Tensor mine = gradient_like(r, n, c, dtype).to(at::kDouble).narrow(0, me * c, c);
+        exact += mine / n;
+        bound += block_max(mine) * (double(stages) / n / 128);
+      }
+      const at::Tensor in = gradient_like(me, n, c, dtype);
+      at::Tensor reference = at::empty({c}, at::kFloat);
+      group.reduce_scatter(reference, in.to(at::kFloat), comm::ReduceOp::kAvg);
+      const double rs_error = (reference.to(at::kDouble) - exact).abs().max().item<double>();
+      DS_WORKER_EXPECT(rs_error <= 1e-5 * exact.abs().max().item<double>() + 1e-30,
+                       "the fp32 reduce-scatter is off the exact mean by " << rs_error);
+      at::Tensor out = at::full({c}, -1.0f, at::kFloat);
+      quantized.start(out, in)->wait();
+      const at::Tensor error = (out.to(at::kDouble) - exact).abs();
+      // fp32 rounding of the sums: a few ulps of the magnitudes summed.
+      const at::Tensor slack = bound * 1e-4 + 1e-6 * exact.abs();
+      const at::Tensor excess = error - bound - slack;
+      const int64_t worst_i = excess.argmax().item<int64_t>();
+      DS_WORKER_EXPECT(excess[worst_i].item<double>() <= 0,
+                       "c " << c << " " << dtype << ": element " << worst_i << " off by "
+                            << error[worst_i].item<double>() << ", bound "
+                            << bound[worst_i].item<double>());
+      if (c > 1) DS_WORKER_EXPECT(error.max().item<double>() > 0, "nothing was quantized");
+      worst = std::max(worst, (error / (bound + 1e-30)).max().item<double>());
+      const int64_t nodes = two_stage ? n / per_node : n;
+      expected_bytes += zero::QuantizedReduceScatter::wire_bytes(n, c);
+      if (two_stage) expected_bytes += zero::QuantizedReduceScatter::wire_bytes(nodes, c);
+    }
+  }
+  const auto ops = group.log().snapshot();
+  DS_WORKER_EXPECT(ops.count("all_to_all") == 1 && ops.at("all_to_all").bytes == expected_bytes,
+                   "all_to_all bytes " << (ops.count("all_to_all") ? ops.at("all_to_all").bytes : 0)
+                                       << ", expected " << expected_bytes);
+  std::printf("rank %d: quantized reduction within %.3f of its bound (%s, %d ranks)\n", me, worst,
+              two_stage ? "hierarchical" : "one stage", n);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "support/test_support.h"
 #include "train/run_helpers.h"
 #include "zeropp/released_stage3.h"
+#include "zeropp/zeropp_checks.h"
 
 namespace deepshard::testing {
 namespace {
@@ -45,12 +46,6 @@ int64_t all_gathers_of(const TempDir& dir, const std::string& name, int64_t byte
   return sizes.contains(key) ? sizes.at(key).at("count").get<int64_t>() : 0;
 }
 
-double mean_of_last(const std::vector<double>& losses, size_t n) {
-  double sum = 0;
-  for (size_t i = losses.size() - n; i < losses.size(); ++i) sum += losses[i];
-  return sum / double(n);
-}
-
 TEST(Stage3QuantizedWeights, WithinTheLossBudgetAtAQuarterOfTheGatherBytes) {
   TempDir dir;
   const std::string data = make_token_file(dir);
@@ -58,15 +53,7 @@ TEST(Stage3QuantizedWeights, WithinTheLossBudgetAtAQuarterOfTheGatherBytes) {
   const auto exact = train_and_read_losses(dir, data, kRanks, micro, gas, "exact", stage3(false));
   const auto quantized =
       train_and_read_losses(dir, data, kRanks, micro, gas, "quantized", stage3(true));
-  ASSERT_EQ(exact.losses.size(), size_t(kSteps)) << exact.output;
-  ASSERT_EQ(quantized.losses.size(), size_t(kSteps)) << quantized.output;
-  const double exact_final = mean_of_last(exact.losses, 5);
-  const double quantized_final = mean_of_last(quantized.losses, 5);
-  const double rel = std::abs(quantized_final - exact_final) / exact_final;
-  std::printf(
-      "mean loss of the last 5 steps: plain stage 3 %.4f, quantized weights %.4f (%.2f %%)\n",
-      exact_final, quantized_final, 100 * rel);
-  EXPECT_LE(rel, 0.01);
+  expect_within_loss_budget(exact, quantized, "quantized weights");
 
   // Every block gather of the exact run (2 blocks x forward and backward x 2 micro-batches per
   // step) moved this rank's fp32 slice; the quantized run moved the same gathers as int8 values
@@ -85,29 +72,8 @@ TEST(Stage3QuantizedWeights, WithinTheLossBudgetAtAQuarterOfTheGatherBytes) {
 }
 
 TEST(Stage3QuantizedWeights, CheckpointsResumeExactly) {
-  TempDir dir;
-  const std::string data = make_token_file(dir);
-  const std::string ckpt = dir.file("ckpt");
-  auto with_checkpoints = [&](int64_t save, const std::string& resume) {
-    nlohmann::json train = {
-        {"train", {{"checkpoint_dir", ckpt}, {"save_interval", save}, {"resume", resume}}}};
-    return stage3(true, train.dump());
-  };
-  const auto full = train_and_read_losses(dir, data, kRanks, 1, 3, "full", stage3(true), kSteps);
-  const auto first =
-      train_and_read_losses(dir, data, kRanks, 1, 3, "first", with_checkpoints(10, ""), 10);
-  const auto second =
-      train_and_read_losses(dir, data, kRanks, 1, 3, "second", with_checkpoints(0, "auto"), kSteps);
-  ASSERT_EQ(full.losses.size(), size_t(kSteps)) << full.output;
-  ASSERT_EQ(first.losses.size(), 10u) << first.output;
-  ASSERT_EQ(second.losses.size(), 10u) << second.output;
-  for (size_t i = 0; i < 10; ++i) {
-    EXPECT_EQ(first.losses[i], full.losses[i]) << "step " << i + 1;
-    EXPECT_EQ(second.losses[i], full.losses[10 + i]) << "step " << 11 + i << " after the resume";
-  }
-  std::printf(
-      "N=4, quantized weights: steps 11-20 after the resume equal the uninterrupted run "
-      "bit for bit\n");
+  expect_exact_resume(
+      kRanks, [](const std::string& more) { return stage3(true, more); }, "quantized weights");
 }
 
 }  // namespace

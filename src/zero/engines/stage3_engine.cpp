@@ -186,6 +186,10 @@ void Stage3Engine::set_model_parallel(ModelParallelAxis axis) {
   DS_CHECK(!mics_, ConfigError,
            "zero_optimization.mics_shard_size with model parallelism (tensor_parallel.size > 1 "
            "or pipeline.stages > 1): not supported yet");
+  DS_CHECK(!config_.zero.zero_quantized_gradients, ConfigError,
+           "zero_optimization.zero_quantized_gradients with model parallelism "
+           "(tensor_parallel.size > 1 or pipeline.stages > 1): not supported yet (the quantized "
+           "reduction's node groups are laid out for the whole job's ranks)");
   EngineBase::set_model_parallel(std::move(axis));
 }
 

@@ -31,6 +31,10 @@ GradReducer::GradReducer(Stage3Units& units, const SliceStore& slices,
     }
   }
   reduction_ = make_grad_reduction(group, config);
+  if (config.zero.zero_quantized_gradients && group.size() > 1) {
+    quantized_ =
+        std::make_unique<QuantizedReduceScatter>(group, std::max(1, group.info().local_world_size));
+  }
 }
 
 GradReducer::~GradReducer() = default;
@@ -63,7 +67,7 @@ void GradReducer::start(size_t u) {
   r.ledger_bytes = unit.padded_numel() * unit.element_size();
   // Reduced in the wire dtype (communication_data_type) when it is the gradients' own, else in
   // fp32 (GradReduction casts for the wire).
-  if (r.grads.scalar_type() != at::kFloat &&
+  if (!quantized_ && r.grads.scalar_type() != at::kFloat &&
       reduction_->options().wire_dtype != r.grads.scalar_type()) {
     r.grads = r.grads.to(at::kFloat);
   }
@@ -73,7 +77,11 @@ void GradReducer::start(size_t u) {
               ? r.slice
               : receive_[reductions_started_ % receive_.size()].narrow(0, 0, unit.slice_numel());
   ++reductions_started_;
-  r.work = reduction_->reduce_scatter_mean_async(r.out, r.grads);
+  if (quantized_) {
+    r.quantized = quantized_->start(r.out, r.grads);
+  } else {
+    r.work = reduction_->reduce_scatter_mean_async(r.out, r.grads);
+  }
   reducing_.push_back(std::move(r));
   reduced_[u] = true;
 }
@@ -88,8 +96,12 @@ void GradReducer::finish_all() {
 
 void GradReducer::finish_oldest() {
   Reduction& r = reducing_.front();
-  r.work.wait();
-  reduction_->complete_next();  // the wire dtype's cast back
+  if (r.quantized) {
+    r.quantized->wait();
+  } else {
+    r.work.wait();
+    reduction_->complete_next();  // the wire dtype's cast back
+  }
   if (!r.out.is_same(r.slice)) r.slice.add_(r.out);
   ledger_.release(MemoryCategory::kGradients, r.ledger_bytes);
   reducing_.pop_front();  // frees the unit's full gradients

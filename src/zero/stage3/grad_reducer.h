@@ -4,7 +4,10 @@
 // the buffer is reduce-scattered (average, in the wire dtype of communication_data_type) into the
 // unit's slice of the gradient shard: written by the accumulation window's first micro-step, added
 // into by later ones (through a receive buffer). With overlap_comm the reduction runs on while the
-// backward goes on, at most two in flight; otherwise each completes at once.
+// backward goes on, at most two in flight; otherwise each completes at once. With
+// zero_quantized_gradients (ZeRO++ qgZ, N > 1) the reduce-scatter is QuantizedReduceScatter's int8
+// all-to-all instead (quantized_reduce.h; its cross-node stage runs when the reduction is
+// completed), and communication_data_type does not apply.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -18,6 +21,7 @@
 #include "comm/grad_reduction.h"
 #include "deepshard/config/ds_config.h"
 #include "deepshard/zero/memory_ledger.h"
+#include "zero/stage3/quantized_reduce.h"
 #include "zero/stage3/slice_store.h"
 #include "zero/stage3/unit.h"
 
@@ -52,6 +56,7 @@ class GradReducer {
  private:
   struct Reduction {  // one unit's reduce-scatter in flight
     comm::Work work;
+    std::unique_ptr<QuantizedReduceScatter::Reduction> quantized;  // qgZ, instead of `work`
     at::Tensor grads;  // the unit's full gradients (the collective's input), freed on completion
     at::Tensor out;    // receive buffer when accumulating (added into slice), else the slice
     at::Tensor slice;
@@ -67,8 +72,9 @@ class GradReducer {
   // Accumulation > 1: reduce-scatter outputs, added into grad_shard_ (two with overlap_comm).
   std::vector<at::Tensor> receive_;
   std::unique_ptr<comm::GradReduction> reduction_;
-  std::deque<Reduction> reducing_;  // in flight, oldest first
-  size_t reductions_started_ = 0;   // picks the receive buffer
+  std::unique_ptr<QuantizedReduceScatter> quantized_;  // zero_quantized_gradients, N > 1
+  std::deque<Reduction> reducing_;                     // in flight, oldest first
+  size_t reductions_started_ = 0;                      // picks the receive buffer
   // Per backward: the unit's gradients still to arrive, and whether it was reduced.
   std::vector<size_t> pending_;
   std::vector<bool> reduced_;
