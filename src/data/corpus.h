@@ -30,7 +30,7 @@ struct PrepareOptions {
   // "" = no labels; "brown-genre": every document is labelled with its Brown genre, read from its
   // file name (c<genre letter><2 digits>, brown_genre_of), and cut into passages of
   // passage_tokens tokens written to a label file beside each token file (label_file.h).
-  std::string labels;
+  std::string labels{};
   int64_t passage_tokens = 256;
 };
 
