@@ -92,7 +92,6 @@ class Session {
     context_.user_config = &job_.config();
     context_.autotuning = at_;
     context_.data_parallel = ranks_ / parallel.model_ranks();
-    context_.pipeline = parallel.pipeline.effective_stages() > 1;
     budget_ = request.launch.memory_budget > 0 ? request.launch.memory_budget
                                                : available_memory() / ranks_;
     DS_CHECK(budget_ > 0, Error, "the memory available is unknown: give --memory-budget BYTES");
@@ -251,9 +250,10 @@ Row Session::evaluate(Experiment e, bool predict) {
 }
 
 void Session::profile() {
-  // DeepSpeed's profile run uses its smallest-memory config: stage 3 (1 with a pipeline), one
-  // sample per micro-batch, no accumulation.
-  Experiment e = make_experiment(context_, context_.pipeline ? 1 : 3, 1, 1);
+  // DeepSpeed's profile run uses its smallest-memory config: stage 3 (DeepSpeed's 1 with a
+  // pipeline, which deepshard shards at stage 3 too), one sample per micro-batch, no
+  // accumulation.
+  Experiment e = make_experiment(context_, 3, 1, 1);
   e.name = "profile_model_info";
   e.space = "profile";
   const Row row = evaluate(e, /*predict=*/false);

@@ -71,9 +71,6 @@ std::vector<int> stages_to_tune(const SpaceContext& c) {
   } else {
     out = {0, 1, 2, 3};
   }
-  if (c.pipeline) {
-    out.erase(std::remove_if(out.begin(), out.end(), [](int s) { return s > 1; }), out.end());
-  }
   DS_CHECK(!out.empty(), ConfigError, "zero_optimization.stage: no stage left to tune");
   return out;
 }

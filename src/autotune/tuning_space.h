@@ -21,10 +21,9 @@ struct SpaceContext {
   const nlohmann::json* user_config = nullptr;
   config::AutotuningConfig autotuning;
   int64_t data_parallel = 1;  // ranks / (pipeline stages x tensor size)
-  bool pipeline = false;      // a pipeline runs ZeRO stages 0 and 1 only
 };
 
-// The stages to explore: a list in zero_optimization.stage, else 0-3 (0-1 with a pipeline).
+// The stages to explore: a list in zero_optimization.stage, else 0-3.
 std::vector<int> stages_to_tune(const SpaceContext& c);
 
 // The user's micro-batch list (train_micro_batch_size_per_gpu: [1, 4, 16]), if given.

@@ -75,27 +75,34 @@ std::string ArgParser::require(const std::string& name) const {
   return *v;
 }
 
-double ArgParser::get_double(const std::string& name, double fallback) const {
-  auto v = get(name);
-  if (!v) return fallback;
+double parse_double(const std::string& option, const std::string& value) {
   size_t used = 0;
   double d = 0;
   try {
-    d = std::stod(*v, &used);
+    d = std::stod(value, &used);
   } catch (const std::exception&) {
     used = 0;
   }
-  DS_CHECK(used == v->size() && std::isfinite(d), UsageError, "option --", name,
-           ": not a number: '", *v, "'");
+  DS_CHECK(used == value.size() && !value.empty() && std::isfinite(d), UsageError, "option ",
+           option, ": not a number: '", value, "'");
   return d;
 }
 
-int64_t ArgParser::get_int(const std::string& name, int64_t fallback) const {
-  if (!has(name)) return fallback;
-  double d = get_double(name, 0);
-  DS_CHECK(d == std::floor(d) && std::fabs(d) < 9.2e18, UsageError, "option --", name,
-           ": not a whole number: '", *get(name), "'");
+int64_t parse_int(const std::string& option, const std::string& value) {
+  const double d = parse_double(option, value);
+  DS_CHECK(d == std::floor(d) && std::fabs(d) < 9.2e18, UsageError, "option ", option,
+           ": not a whole number: '", value, "'");
   return static_cast<int64_t>(d);
+}
+
+double ArgParser::get_double(const std::string& name, double fallback) const {
+  auto v = get(name);
+  return v ? parse_double("--" + name, *v) : fallback;
+}
+
+int64_t ArgParser::get_int(const std::string& name, int64_t fallback) const {
+  auto v = get(name);
+  return v ? parse_int("--" + name, *v) : fallback;
 }
 
 }  // namespace deepshard::cli

@@ -11,6 +11,11 @@
 
 namespace deepshard::cli {
 
+// `value` of option `option` (named with its dashes in the UsageError) as a finite number, or as
+// a whole number (forms like 1.3e9 accepted).
+double parse_double(const std::string& option, const std::string& value);
+int64_t parse_int(const std::string& option, const std::string& value);
+
 class ArgParser {
  public:
   // `options`: names (without --) that take a value; `flags`: names that take none.

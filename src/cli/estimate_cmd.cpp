@@ -70,8 +70,8 @@ const char* kUsage =
     "by layer count over [embedding, blocks, head], the default; parameters; or type:REGEX; the\n"
     "first stage holds the embedding, the last the final norm and head and a copy of a tied\n"
     "embedding). Prints each stage's parameters per rank; the table is the\n"
-    "heaviest stage's, its ZeRO partitions over the N/(T S) data-parallel ranks (stages 0 and 1\n"
-    "only with S > 1: a pipeline runs with ZeRO stage 0 or 1).\n";
+    "heaviest stage's, its ZeRO partitions over the N/(T S) data-parallel ranks (every ZeRO\n"
+    "stage shards a pipeline stage over its data-parallel group).\n";
 
 config::DType parse_dtype(const std::string& s, const char* option) {
   if (s == "fp32") return config::DType::kFp32;
@@ -277,14 +277,6 @@ int run_estimate_command(const Args& args) {
   }
   const int64_t marked = parser.get_int("stage", -1);
   DS_CHECK(marked >= -1 && marked <= 3, UsageError, "--stage must be 0, 1, 2 or 3");
-  // With a pipeline, deepshard train runs ZeRO stages 0 and 1 only (as DeepSpeed's pipeline
-  // engine; docs/parallel.md): the table stops there.
-  const bool pipelined = parser.get_int("pipeline", 1) > 1;
-  const int last_stage = pipelined ? 1 : 3;
-  DS_CHECK(marked <= last_stage, UsageError, "--stage ", marked,
-           " with --pipeline: a pipeline runs with ZeRO stage 0 or 1 only (docs/parallel.md)");
-  DS_CHECK(!pipelined || !parser.has("largest-layer"), UsageError,
-           "--largest-layer compares stage 3, which a pipeline does not run (docs/parallel.md)");
   in.dtype = parse_dtype(parser.get("dtype").value_or("bf16"), "--dtype");
   in.grad_dtype = parse_dtype(parser.get("grad-dtype").value_or("fp32"), "--grad-dtype");
   in.offload_optimizer = parse_device(parser.get("offload").value_or("none"), "--offload");
@@ -309,7 +301,7 @@ int run_estimate_command(const Args& args) {
   std::printf("%-7s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "stage", "params",
               "grads", "master", "optimizer", "on device", "host", "nvme", "swap buf", "comm buf",
               "moved/step");
-  for (int stage = 0; stage <= last_stage; ++stage) {
+  for (int stage = 0; stage <= 3; ++stage) {
     in.stage = stage;
     auto e = zero::estimate_model_states(in);
     const int64_t moved = zero::estimate_comm_per_step(in).moved(in.world_size);
@@ -324,10 +316,6 @@ int run_estimate_command(const Args& args) {
                 human(e.on_device()).c_str(), human(host).c_str(), human(nvme).c_str(),
                 human(e.swap_buffers).c_str(), human(e.comm_buffers).c_str(), human(moved).c_str());
   }
-  if (pipelined)
-    std::printf(
-        "(ZeRO stages 2 and 3 are not run with a pipeline: deepshard train refuses them, as "
-        "DeepSpeed's pipeline engine does; docs/parallel.md)\n");
   if (parser.has("largest-layer")) {
     const int64_t largest = parser.get_int("largest-layer", 0);
     DS_CHECK(largest > 0, UsageError, "--largest-layer must be positive");

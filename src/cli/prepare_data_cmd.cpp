@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cli/arg_parser.h"
 #include "cli/commands.h"
 #include "data/corpus.h"
 #include "deepshard/util/error.h"
@@ -37,33 +38,6 @@ GPT-2's BPE (vocabulary 50257; train with model.vocab_size 50257).
                         model.block_size of the classification run)
   -h, --help            this help
 )";
-
-int64_t parse_tokens(const std::string& value) {
-  size_t used = 0;
-  long long n = 0;
-  try {
-    n = std::stoll(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  DS_CHECK(used == value.size() && !value.empty() && n >= 1, UsageError,
-           "--passage-tokens: not a positive whole number: '", value, "'");
-  return n;
-}
-
-double parse_fraction(const std::string& value) {
-  size_t used = 0;
-  double f = 0;
-  try {
-    f = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  DS_CHECK(used == value.size() && !value.empty(), UsageError, "--valid-fraction: not a number: '",
-           value, "'");
-  DS_CHECK(f > 0 && f < 1, UsageError, "--valid-fraction must be in (0, 1), got ", value);
-  return f;
-}
 
 }  // namespace
 
@@ -105,9 +79,13 @@ int run_prepare_data_command(const Args& args) {
     } else if (name == "--labels") {
       options.labels = value();
     } else if (name == "--passage-tokens") {
-      options.passage_tokens = parse_tokens(value());
+      options.passage_tokens = parse_int(name, value());
+      DS_CHECK(options.passage_tokens >= 1, UsageError, "--passage-tokens must be at least 1, got ",
+               options.passage_tokens);
     } else if (name == "--valid-fraction") {
-      options.valid_fraction = parse_fraction(value());
+      options.valid_fraction = parse_double(name, value());
+      DS_CHECK(options.valid_fraction > 0 && options.valid_fraction < 1, UsageError,
+               "--valid-fraction must be in (0, 1), got ", options.valid_fraction);
     } else {
       std::string guess = strings::closest_match(name, kOptions);
       throw UsageError("unknown option '" + name + "'" +

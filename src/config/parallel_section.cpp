@@ -98,18 +98,9 @@ ParallelConfig parse_parallel(Section& root, DsConfig& config) {
   ParallelConfig p = read(root);
   const int64_t stages = p.pipeline.effective_stages();
   if (stages > 1) {
-    // A pipeline trains every architecture (fp32, bf16, fp16) at ZeRO stages 0 and 1
-    // (docs/parallel.md).
+    // A pipeline trains every architecture (fp32, bf16, fp16) at every ZeRO stage, the stage's
+    // sharding over its data-parallel group (docs/parallel.md).
     const std::string with = " with pipeline.stages=" + std::to_string(stages) + " (";
-    if (config.zero.stage >= 2) {
-      config.other_features.push_back(
-          "zero_optimization.stage=" + std::to_string(config.zero.stage) + with +
-          "DeepSpeed refuses it too, its PipelineEngine asserts ZeRO stage < 2: a pipeline "
-          "accumulates every micro-batch's gradients and reduces them once at the step, so "
-          "stage 2's per-micro-batch gradient partitioning frees nothing, and stage 3 would "
-          "gather the stage's parameters again for every micro-batch's forward and backward; "
-          "use stage 0 or 1)");
-    }
     if (config.compression.enabled())
       config.other_features.push_back("compression" + with + "PowerSGD is not tested with it)");
     if (config.flops_profiler.enabled) {

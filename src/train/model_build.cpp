@@ -16,9 +16,11 @@ void build_model(TrainingRun& run) {
   const auto& ds = run.ds;
   // Stage 3 builds the model under zero.Init (each block partitioned over the data-parallel group
   // as soon as it exists), unless Hugging Face weights are loaded into the full model afterwards
-  // or MiCS partitions it over shard groups (the engine partitions the whole model then).
+  // or MiCS partitions it over shard groups, or a pipeline keeps this rank's stage of it (the
+  // engine partitions the whole model's kept parameters then).
   // The blocks take the training dtype as they are built (bf16; fp16 on CPU computes in fp32).
-  const bool whole_first = !run.config.model.init_from.empty() || ds.zero.mics_shard_size > 0;
+  const bool whole_first = !run.config.model.init_from.empty() || ds.zero.mics_shard_size > 0 ||
+                           run.config.parallel.pipeline.effective_stages() > 1;
   if (ds.zero.stage == 3 && !whole_first) {
     run.zero_init = std::make_unique<zero::PartitionedBuild>(
         run.dp_group(), ds.bf16.enabled ? at::kBFloat16 : at::kFloat);

@@ -66,13 +66,27 @@ void declare_pipeline(TrainingRun& run) {
     run.engine->set_model_parallel(
         {run.axes->pipeline.get(), [tied](const std::string& name) { return name == tied; }, {}});
   }
-  // The tied sum runs on the engine's accumulation buffer (fp32 under bf16: autograd's bf16
-  // .grad was added there after every backward).
   zero::Engine* engine = run.engine.get();
-  run.engine->reduce_at_step([pipe, engine] {
-    pipe->reduce_tied_gradients(
-        [engine](const std::string& name) { return engine->accumulated_grad(name); });
-  });
+  if (run.ds.zero.stage <= 1) {
+    // Stages 0 and 1 reduce once, at the step: the tied sum runs first, on the engine's
+    // accumulation buffer (fp32 under bf16: autograd's bf16 .grad was added there after every
+    // backward).
+    run.engine->reduce_at_step([pipe, engine] {
+      pipe->reduce_tied_gradients(
+          [engine](const std::string& name) { return engine->accumulated_grad(name); });
+    });
+  } else if (!tied.empty()) {
+    // Stages 2 and 3 reduce (scatter) during every backward: the tied sum runs on the reduced
+    // gradient, assembled whole over the data group and written back into each rank's pieces.
+    run.engine->after_reduction([pipe, engine, tied] {
+      at::Tensor whole;
+      pipe->reduce_tied_gradients([engine, &whole](const std::string& name) {
+        whole = engine->reduced_grad(name);
+        return whole;
+      });
+      if (whole.defined()) engine->set_reduced_grad(tied, whole);
+    });
+  }
   // Each micro-batch's forward through the stage is one activation-checkpointing pass (its
   // regions recomputed in that micro-batch's backward, whatever 1F1B runs in between).
   pipe->set_forward_scope([&run](const std::function<at::Tensor()>& forward) {

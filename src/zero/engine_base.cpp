@@ -70,12 +70,50 @@ void EngineBase::run_backward(const std::function<void()>& run) {
 
 void EngineBase::reduce_at_step(std::function<void()> before_reduction) {
   DS_CHECK(before_reduction != nullptr, Error, "reduce_at_step: no function");
-  DS_CHECK(config_.zero.stage <= 1, ConfigError,
-           "not supported yet: zero_optimization.stage=", config_.zero.stage,
-           " with the reduction at the step (pipeline parallelism): stage 2 reduces gradients "
-           "every micro-step and stage 3 gathers parameters per unit");
+  DS_CHECK(config_.zero.stage <= 1, Error, "reduce_at_step at zero_optimization.stage=",
+           config_.zero.stage, ": stages 2 and 3 reduce during each backward (after_reduction)");
   DS_CHECK(micro_steps_ == 0, Error, "reduce_at_step after the first backward");
   before_reduction_ = std::move(before_reduction);
+}
+
+void EngineBase::after_reduction(std::function<void()> fn) {
+  DS_CHECK(fn != nullptr, Error, "after_reduction: no function");
+  DS_CHECK(micro_steps_ == 0, Error, "after_reduction after the first backward");
+  after_reduction_ = std::move(fn);
+}
+
+at::Tensor EngineBase::reduced_grad(const std::string& name) {
+  torch::NoGradGuard no_grad;
+  const auto params = model_->named_parameters();
+  const at::Tensor* param = params.find(name);
+  DS_CHECK(param != nullptr, Error, "reduced_grad: the model has no parameter ", name);
+  const at::Tensor reduced = reduced_grads();
+  at::Tensor whole = at::zeros({param->numel()}, reduced.options());
+  bool found = false;
+  for (const GradPiece& piece : reduced_pieces()) {
+    if (*piece.name != name) continue;
+    whole.narrow(0, piece.param_offset, piece.numel)
+        .copy_(reduced.narrow(0, piece.offset, piece.numel));
+    found = true;
+  }
+  // A rank of a sharded group may hold none of it; a replicated one holds it whole.
+  DS_CHECK(found || reduced_is_sharded(), Error, "reduced_grad: ", name, " is not trainable");
+  if (reduced_is_sharded() && group_.size() > 1) group_.all_reduce(whole, comm::ReduceOp::kSum);
+  return whole.view(param->sizes());
+}
+
+void EngineBase::set_reduced_grad(const std::string& name, const at::Tensor& whole) {
+  torch::NoGradGuard no_grad;
+  const at::Tensor flat = whole.reshape({-1});
+  const at::Tensor reduced = reduced_grads();
+  for (const GradPiece& piece : reduced_pieces()) {
+    if (*piece.name != name) continue;
+    DS_CHECK(piece.param_offset + piece.numel <= flat.numel(), Error, "set_reduced_grad: ",
+             flat.numel(), " elements for ", name, ", which has more");
+    reduced.narrow(0, piece.offset, piece.numel)
+        .copy_(flat.narrow(0, piece.param_offset, piece.numel));
+  }
+  reduced_grads_changed();
 }
 
 at::Tensor EngineBase::accumulated_grad(const std::string& name) {
@@ -94,6 +132,7 @@ StepResult EngineBase::step() {
     before_backward(true);
     after_backward(true);
   }
+  if (after_reduction_) after_reduction_();
   const double lr = current_lr();
   const double scale = scaler_.scale();
   result =

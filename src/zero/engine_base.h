@@ -53,6 +53,9 @@ class EngineBase : public Engine {
   void set_model_parallel(ModelParallelAxis axis) override;
   void reduce_at_step(std::function<void()> before_reduction) override;
   at::Tensor accumulated_grad(const std::string& name) override;
+  void after_reduction(std::function<void()> fn) override;
+  at::Tensor reduced_grad(const std::string& name) override;
+  void set_reduced_grad(const std::string& name, const at::Tensor& whole) override;
   void set_checkpoint_layout(CheckpointLayout layout) override;
   void save_checkpoint(const std::string& dir, const std::string& tag,
                        const std::string& client_state_json = "{}") override;
@@ -84,6 +87,7 @@ class EngineBase : public Engine {
   struct GradPiece {
     const std::string* name = nullptr;
     int64_t offset = 0, numel = 0;
+    int64_t param_offset = 0;  // where the piece starts in the flattened parameter
   };
   virtual std::vector<GradPiece> reduced_pieces() const;
   // Whether reduced_grads() is this rank's shard (the norm sums over the group), or all of them.
@@ -93,6 +97,9 @@ class EngineBase : public Engine {
   virtual void update_parameters(const UpdateRates& rates, float grad_factor) = 0;
   // Clears every gradient buffer (after a step, applied or skipped).
   virtual void zero_grads() = 0;
+  // set_reduced_grad changed reduced_grads(): a stage that keeps another copy of them for the
+  // update (the offloaded optimizer's host gradients) refreshes it.
+  virtual void reduced_grads_changed() {}
 
   // fp16, and bf16 with bf16.check_grad_overflow: the step is skipped when a gradient overflowed.
   bool checks_overflow() const;
@@ -156,6 +163,8 @@ class EngineBase : public Engine {
   ModelParallelAxis model_parallel_;  // group null: none
   // reduce_at_step: the reduction runs in the boundary step(), after this.
   std::function<void()> before_reduction_;
+  // after_reduction: runs in the boundary step(), before the norm.
+  std::function<void()> after_reduction_;
   CheckpointLayout checkpoint_layout_;  // job null: the engine's group, whole parameters
 };
 

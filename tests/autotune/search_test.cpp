@@ -53,9 +53,9 @@ TEST(TuningSpace, StagesMicroBatchesAndNames) {
   const Experiment k =
       make_experiment(c, 2, 4, 16, {{"zero_optimization.reduce_bucket_size", 50000000}});
   EXPECT_EQ(k.name, "z2_gas4_tmbspg4_rbs5e7");
-  auto all = context({{"pipeline", {{"stages", 2}}}});
-  all.pipeline = true;
-  EXPECT_EQ(stages_to_tune(all), (std::vector<int>{0, 1}));
+  // Every stage runs with a pipeline too.
+  EXPECT_EQ(stages_to_tune(context({{"pipeline", {{"stages", 2}}}})),
+            (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(stages_to_tune(context(json::object())), (std::vector<int>{0, 1, 2, 3}));
   const auto listed = context({{"train_micro_batch_size_per_gpu", json::array({4, 1, 16})}});
   EXPECT_EQ(*user_micro_batch_list(listed), (std::vector<int64_t>{1, 4, 16}));

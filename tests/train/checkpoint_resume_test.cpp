@@ -402,6 +402,15 @@ TEST_F(CheckpointResumeTest, PipelineReshards) {
                   gpt);
 }
 
+// ZeRO stages 2 and 3 inside pipeline stages (each stage sharded over its data-parallel group)
+// reshard to and from data-parallel stage 3.
+TEST_F(CheckpointResumeTest, ZeroInsidePipelineReshards) {
+  expect_reshards("zpr",
+                  {{{.data = 2, .pipeline = 2, .stage = 3}, {.data = 4, .stage = 3}},
+                   {{.data = 4, .stage = 3}, {.data = 2, .pipeline = 2, .stage = 2}}},
+                  gpt);
+}
+
 // Tensor 2 x pipeline 2 (4 ranks, ZeRO stage 1: each stage's tensor ranks write their slices of
 // the stage's parameters, the replicated ones by tensor rank 0, the tied wte by the first stage)
 // resumes itself bit for bit; the manifest has the whole model's table and the layout.

@@ -11,8 +11,9 @@
 // ranks). Every optimizer step runs 4 micro-batches (2 per replica with 2 replicas) through the
 // 1F1B schedule. Validation and activation checkpointing (with partition_activations over a
 // tensor-parallel stage) run through the stages too. What a pipeline run does not do is refused at
-// start on every rank, naming the key (the 8-rank hybrid config: its ZeRO stage 3, alone; at stage
-// 1 it trains); a stage killed mid-run stops the job, the lost rank named.
+// start on every rank, naming the key; a stage killed mid-run stops the job, the lost rank named.
+// ZeRO stages 2 and 3 shard each stage over its data-parallel group (GPT and Llama, with offload
+// and tensor parallelism), and the 8-rank hybrid config trains as written.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,6 +52,7 @@ struct Layout {
   int zero_stage;
   std::string name, partition;  // the summary's partition
   int tensor = 1;
+  std::string extra = "{}";  // merged over the run's config (offload)
 };
 
 // Trains the reference (one rank, ZeRO 0, micro-batch 8) and each layout (2 sequences per
@@ -77,9 +79,10 @@ void expect_layouts_match(int64_t layers, const std::vector<Layout>& layouts,
     const int dp = l.ranks / (l.stages * l.tensor);
     const int64_t micro = 2, gas = kGlobalBatch / (dp * micro);
     const std::string what = l.name + " (" + std::to_string(layers) + " blocks)";
-    auto run =
-        train_and_read_losses(dir, data, l.ranks, micro, gas, l.name,
-                              pipeline(layers, l.stages, l.method, l.zero_stage, l.tensor, model));
+    nlohmann::json config = nlohmann::json::parse(
+        pipeline(layers, l.stages, l.method, l.zero_stage, l.tensor, model));
+    config.merge_patch(nlohmann::json::parse(l.extra));
+    auto run = train_and_read_losses(dir, data, l.ranks, micro, gas, l.name, config.dump());
     expect_same_losses(run, reference, what);
     expect_same_norms(grad_norms(dir, l.name), ref_norms, what, order_noise);
     EXPECT_NE(run.output.find("rank grid: world " + std::to_string(l.ranks) + " = data " +
@@ -133,6 +136,36 @@ TEST(PipelineTrain, TensorParallelStagesReproduceSingleRankLosses) {
   const std::string partition = "stage 0: embedding + blocks 0-1; stage 1: blocks 2-3 + head";
   expect_layouts_match(4, {{4, 2, "uniform", 0, "tp2_pp2", partition, 2},
                            {8, 2, "uniform", 1, "tp2_pp2_dp2_zero1", partition, 2}});
+}
+
+// ZeRO stages 2 and 3 inside the stages (beyond DeepSpeed, whose PipelineEngine asserts stage <
+// 2): each stage's parameters, gradients and optimizer state sharded over its data-parallel
+// group, the gradients reduce-scattered during every micro-batch's backward, and at stage 3 the
+// parameters gathered per unit for every micro-batch's forward and backward in 1F1B order (with
+// CPU offload of the optimizer and the parameters too). The tied embedding's two copies are summed
+// after the reduction (first and last stage). Tensor 2 x pipeline 2 x data 2 at stage 3 with
+// offload too (the hybrid block's combination on 8 ranks).
+TEST(PipelineTrain, ZeroStages2And3InsideStagesReproduceSingleRankLosses) {
+  const std::string partition = "stage 0: embedding + blocks 0-1; stage 1: blocks 2-3 + head";
+  const std::string offload =
+      R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"},
+                                "offload_param": {"device": "cpu"}}})";
+  expect_layouts_match(4, {{4, 2, "uniform", 2, "pp2_dp2_zero2", partition},
+                           {4, 2, "uniform", 3, "pp2_dp2_zero3", partition},
+                           {4, 2, "uniform", 3, "pp2_dp2_zero3_offload", partition, 1, offload},
+                           {8, 2, "uniform", 3, "tp2_pp2_dp2_zero3_offload", partition, 2,
+                            offload}});
+}
+
+// The tiny Llama's stages at ZeRO 2 and 3 (tied head: its copy on the last stage summed with the
+// first stage's after the reduction), and of the tensor-parallel Llama at stage 3.
+TEST(PipelineTrain, LlamaZeroStages2And3InsideStagesReproduceSingleRankLosses) {
+  const std::string partition = "stage 0: embedding + blocks 0-1; stage 1: blocks 2-3 + head";
+  expect_layouts_match(4,
+                       {{4, 2, "uniform", 2, "llama_pp2_dp2_zero2_tied", partition},
+                        {4, 2, "uniform", 3, "llama_pp2_dp2_zero3_tied", partition},
+                        {8, 2, "uniform", 3, "llama_tp2_pp2_dp2_zero3_tied", partition, 2}},
+                       tiny_llama_section(R"({"tie_word_embeddings": true})"));
 }
 
 // The tiny Llama (train/llama_run.h: 4 query heads over 2 key/value heads, SwiGLU 176), untied
@@ -248,44 +281,25 @@ TEST(PipelineTrain, SamplesLikeOneRank) {
 }
 
 // The seed hybrid config (tests/data/seed_configs/hybrid_3d.json: ZeRO stage 3 with CPU offload
-// of the optimizer and parameters, pipeline 4 uniform, tensor 2) on 8 ranks: refused on every
-// rank for its one unsound combination, ZeRO stage 3 with a pipeline, and nothing else; at ZeRO
-// stage 1 (optimizer still offloaded to the CPU) the same layout trains 3 steps and saves a
-// checkpoint of its 8 ranks.
-TEST(PipelineTrain, HybridConfigRefusesOnlyZeroStage3) {
+// of the optimizer and parameters, pipeline 4 uniform, tensor 2) as written on 8 ranks: trains 3
+// steps and saves a checkpoint of its 8 ranks.
+TEST(PipelineTrain, HybridConfigTrainsAsWritten) {
   TempDir dir;
   const std::string data = make_token_file(dir);
   nlohmann::json hybrid =
       nlohmann::json::parse(read_file(source_dir() + "/tests/data/seed_configs/hybrid_3d.json"));
   hybrid.erase("train_micro_batch_size_per_gpu");
   hybrid["model"] = {{"n_layer", 4}};
+  // It also checkpoints (a pipeline of tensor-parallel stages: docs/checkpoint.md).
+  hybrid["train"] = {{"save_interval", 3}, {"checkpoint_dir", dir.file("ckpt_hybrid")}};
   const std::string config = dir.file("hybrid.json");
   write_file(config, tiny_run_config(data, dir.file("run_hybrid"), 2, 4, 3, hybrid.dump()));
   auto r = run_ranks(8, deepshard_exe(), {"train", "--config", config}, 300);
-  EXPECT_NE(r.exit_status, 0) << r.output;
-  const std::string message =
-      "not supported yet: zero_optimization.stage=3 with pipeline.stages=4 (DeepSpeed refuses it "
-      "too";
-  size_t refusals = 0, matching = 0;
-  for (size_t at = r.output.find("not supported yet"); at != std::string::npos;
-       at = r.output.find("not supported yet", at + 1)) {
-    ++refusals;
-    matching += r.output.compare(at, message.size(), message) == 0;
-  }
-  EXPECT_GE(matching, 1u) << r.output;
-  EXPECT_EQ(refusals, matching) << r.output;
-  EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << r.output;
-
-  hybrid["zero_optimization"] = {{"stage", 1}, {"offload_optimizer", {{"device", "cpu"}}}};
-  // It also checkpoints (a pipeline of tensor-parallel stages: docs/checkpoint.md).
-  hybrid["train"] = {{"save_interval", 3}, {"checkpoint_dir", dir.file("ckpt_hybrid1")}};
-  write_file(config, tiny_run_config(data, dir.file("run_hybrid1"), 2, 4, 3, hybrid.dump()));
-  r = run_ranks(8, deepshard_exe(), {"train", "--config", config}, 300);
   EXPECT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_EQ(read_metrics(dir.file("run_hybrid1")).size(), 3u) << r.output;
+  EXPECT_EQ(read_metrics(dir.file("run_hybrid")).size(), 3u) << r.output;
   EXPECT_NE(r.output.find("rank grid: world 8 = data 1 x pipeline 4 x tensor 2"), std::string::npos)
       << r.output;
-  const std::string manifest_path = dir.file("ckpt_hybrid1") + "/step3/manifest.json";
+  const std::string manifest_path = dir.file("ckpt_hybrid") + "/step3/manifest.json";
   ASSERT_TRUE(std::filesystem::exists(manifest_path)) << r.output;
   const auto manifest = nlohmann::json::parse(read_file(manifest_path));
   EXPECT_EQ(manifest.at("layout"), (nlohmann::json{{"data", 1}, {"pipeline", 4}, {"tensor", 2}}));
@@ -302,11 +316,7 @@ TEST(PipelineTrain, RefusesWhatItDoesNotDo) {
   };
   const std::string with = " with pipeline.stages=2 (";
   for (const Case& c :
-       {Case{{{"zero_optimization", {{"stage", 2}}}},
-             "not supported yet: zero_optimization.stage=2" + with + "DeepSpeed refuses it too"},
-        Case{{{"zero_optimization", {{"stage", 3}}}},
-             "not supported yet: zero_optimization.stage=3" + with},
-        Case{{{"compression",
+       {Case{{{"compression",
                {{"type", "powerSGD"}, {"params", {{"matrix_approximation_rank", 1}}}}}},
              "not supported yet: compression" + with}}) {
     nlohmann::json extra = c.extra;

@@ -4,8 +4,8 @@
 // model, the data, the steps and the micro-batch a block's train_batch_size asks for. zero_config
 // is a zero_optimization section: it runs as {"zero_optimization": zero_config}, as the article's
 // combined configs use it. The hybrid block (pipeline 4 x tensor 2, 8 ranks) is read whole,
-// pipeline.partition included, and refused only for ZeRO stage 3 inside pipeline stages, which
-// deepshard does not have yet: when it does, flip that case to expect 3 steps.
+// pipeline.partition included, and trains with its ZeRO stage 3 and CPU offload inside the
+// pipeline stages. A case may instead expect one refusal (`refused`).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -101,10 +101,8 @@ INSTANTIATE_TEST_SUITE_P(
         BlockCase{"initialize_config.json", 2, R"({"activation_checkpointing": true})", ""},
         BlockCase{"case_study_ds_config.json", 2, "{}", ""},
         BlockCase{"compression_config.json", 2, "{}", ""},
-        // Flip to "" when ZeRO stage 3 inside pipeline stages lands (issue #28).
-        BlockCase{"hybrid_config.json", 8, "{}",
-                  "not supported yet: zero_optimization.stage=3 with pipeline.stages=4 "
-                  "(DeepSpeed refuses it too"}),
+        // ZeRO stage 3 with CPU offload inside tensor-parallel pipeline stages.
+        BlockCase{"hybrid_config.json", 8, "{}", ""}),
     [](const auto& info) {
       std::string name = info.param.file;
       return name.substr(0, name.find('.'));

@@ -186,6 +186,19 @@ class Engine {
   // and zeroed after every backward). For `before_reduction`: the pipeline sums the tied
   // embedding's two copies in it, in fp32. Stages 0 and 1 (Error otherwise).
   virtual at::Tensor accumulated_grad(const std::string& name) = 0;
+  // Pipeline parallelism at stages 2 and 3, whose gradients are reduced during each backward:
+  // `fn` runs in every boundary step(), once the window's gradients are reduced over the group and
+  // before the norm and the update (the pipeline sums the tied embedding's two copies there,
+  // through reduced_grad and set_reduced_grad: the sum of the reduced copies is the reduction of
+  // their sum). Call before the first backward.
+  virtual void after_reduction(std::function<void()> fn) = 0;
+  // The window's reduced gradient of trainable parameter `name`, whole, fp32 and shaped as the
+  // parameter, on every rank of the group: each rank's pieces of it assembled (a collective over
+  // the group when the stage shards gradients). For after_reduction's function.
+  virtual at::Tensor reduced_grad(const std::string& name) = 0;
+  // Writes `whole` (shaped as reduced_grad returns it) into this rank's pieces of `name`'s reduced
+  // gradient.
+  virtual void set_reduced_grad(const std::string& name, const at::Tensor& whole) = 0;
   // Declares the job's layout for checkpoints (see CheckpointLayout) before the first save or
   // load; every rank of the job calls it. Without it the job is the engine's group.
   virtual void set_checkpoint_layout(CheckpointLayout layout) = 0;

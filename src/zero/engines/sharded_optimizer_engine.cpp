@@ -278,6 +278,10 @@ at::Tensor ShardedOptimizerEngine::accumulated_grad(const std::string& name) {
 
 at::Tensor ShardedOptimizerEngine::reduced_grads() { return grad_shard_; }
 
+void ShardedOptimizerEngine::reduced_grads_changed() {
+  if (host_grads_.defined()) host_grads_.copy_(grad_shard_);
+}
+
 double ShardedOptimizerEngine::global_grad_norm(const at::Tensor& reduced) {
   return sharded_l2_norm(group_, reduced);
 }
@@ -285,7 +289,7 @@ double ShardedOptimizerEngine::global_grad_norm(const at::Tensor& reduced) {
 std::vector<EngineBase::GradPiece> ShardedOptimizerEngine::reduced_pieces() const {
   std::vector<GradPiece> pieces;
   for (const OwnedPiece& p : layout_->owned_pieces(group_.rank())) {
-    pieces.push_back({&flat_->entries()[p.slot].name, p.shard_offset, p.numel});
+    pieces.push_back({&flat_->entries()[p.slot].name, p.shard_offset, p.numel, p.param_begin});
   }
   return pieces;
 }

@@ -53,6 +53,7 @@ class ShardedOptimizerEngine : public EngineBase {
   bool reduced_is_sharded() const override { return true; }
   void update_parameters(const UpdateRates& rates, float grad_factor) override;
   void zero_grads() override;
+  void reduced_grads_changed() override;
   std::vector<StatePiece> state_view(StateUse use) override;
   optim::FlatAdam& optimizer() override { return *adam_; }
   void publish_loaded_state() override;

@@ -44,7 +44,7 @@ Stage3Engine::Stage3Engine(std::shared_ptr<torch::nn::Module> model, const confi
 void Stage3Engine::create_units(PartitionedBuild* build) {
   for (size_t i = 0; i < plan_.units.size(); ++i) {
     auto& spec = plan_.units[i];
-    std::unique_ptr<Stage3Unit> unit = build != nullptr ? build->take_unit(i) : nullptr;
+    std::unique_ptr<Stage3Unit> unit = build != nullptr ? build->take_unit(spec.declared) : nullptr;
     prebuilt_.push_back(unit != nullptr);
     if (unit != nullptr) {
       unit->adopt(spec.name, spec.params);
@@ -128,7 +128,10 @@ void Stage3Engine::create_optimizer() {
 
 void Stage3Engine::add_unit_hooks() {
   for (size_t u = 0; u < units_.size(); ++u) {
-    pre_backward_.push_back([this, u] { before_unit_backward(u); });
+    pre_backward_.push_back([this, u] {
+      --forwards_pending_;
+      before_unit_backward(u);
+    });
     for (const auto& e : units_[u]->params()) {
       auto accumulator = torch::autograd::impl::grad_accumulator(e.param);
       DS_ASSERT(accumulator != nullptr, "no grad accumulator for ", e.name);
@@ -144,9 +147,8 @@ void Stage3Engine::add_unit_hooks() {
 }
 
 void Stage3Engine::install_unit_wrapper() {
-  // The plan's unit i is the engine's unit i + 1 (0 is the root).
   wrapper_id_ = declared_.calls().add(
-      [this](size_t unit, const sharding::UnitBody& body) { return run_unit(unit + 1, body); },
+      [this](size_t unit, const sharding::UnitBody& body) { return run_unit(unit, body); },
       sharding::kShardingLevel);
 }
 
@@ -199,10 +201,13 @@ int64_t Stage3Engine::largest_unit_parameters() const {
   return n;
 }
 
-at::Tensor Stage3Engine::run_unit(size_t u, const std::function<at::Tensor()>& body) {
-  DS_CHECK(u > 0 && u < units_.size(), Error, "ZeRO-3: the model ran unit ", u - 1,
-           " through its UnitCalls, but its sharding plan declares ", units_.size() - 1, " units");
-  if (holding_all_) return body();
+at::Tensor Stage3Engine::run_unit(size_t declared, const std::function<at::Tensor()>& body) {
+  DS_CHECK(declared < plan_.engine_unit.size(), Error, "ZeRO-3: the model ran unit ", declared,
+           " through its UnitCalls, but its sharding plan declares ", plan_.engine_unit.size(),
+           " units");
+  const size_t u = plan_.engine_unit[declared];
+  // Nothing to gather: a unit with nothing trainable, the root (always gathered), or everything.
+  if (u == UnitPlan::kUngathered || u == 0 || holding_all_) return body();
   // Only training forwards are part of the trace (an evaluation has no backward to pair with).
   if (!torch::GradMode::is_enabled()) {
     coordinator_->gather(u);
@@ -213,6 +218,7 @@ at::Tensor Stage3Engine::run_unit(size_t u, const std::function<at::Tensor()>& b
   coordinator_->fetch(u);
   at::Tensor out = body();
   coordinator_->release_unless_reused(u, /*backward_follows=*/true);
+  ++forwards_pending_;
   return run_before_backward(out, &pre_backward_[u]);
 }
 
@@ -255,8 +261,12 @@ void Stage3Engine::after_backward(bool boundary) {
   // MiCS: the window's gradient shard averaged over the replicas of this shard.
   if (boundary && mics_) mics_->average_gradients(reducer_->grad_shard());
   in_backward_ = false;
-  // Nothing stays gathered into the step but persistent units (a prefetch the pass never used,
-  // after a departure from the trace).
+  // A pass is a forward and its backward; when forwards of later micro-batches ran before this
+  // backward (a pipeline's 1F1B schedule, the same way in every window) it lasts until their
+  // backwards too, and never beyond the window. At its end nothing stays gathered into the step
+  // but persistent units (a prefetch the pass never used, after a departure from the trace).
+  if (forwards_pending_ > 0 && !boundary) return;
+  forwards_pending_ = 0;
   coordinator_->reshard_all();
   coordinator_->end_pass();
 }
@@ -273,7 +283,8 @@ std::vector<EngineBase::GradPiece> Stage3Engine::reduced_pieces() const {
   for (size_t u = 0; u < units_.size(); ++u) {
     for (const OwnedPiece& p : units_[u]->slice_pieces(shard_group_.rank())) {
       pieces.push_back(
-          {&units_[u]->params()[p.slot].name, slices_->slice_offset(u) + p.shard_offset, p.numel});
+          {&units_[u]->params()[p.slot].name, slices_->slice_offset(u) + p.shard_offset, p.numel,
+           p.param_begin});
     }
   }
   return pieces;

@@ -86,7 +86,8 @@ class Stage3Engine : public EngineBase {
   // Installs run_unit() as the model's outermost unit wrapper (removed by the destructor).
   void install_unit_wrapper();
 
-  at::Tensor run_unit(size_t u, const std::function<at::Tensor()>& body);
+  // The forward of the plan's unit `declared` (`body`) with its engine unit gathered.
+  at::Tensor run_unit(size_t declared, const std::function<at::Tensor()>& body);
   std::vector<std::string> unit_names() const;
   void before_unit_backward(size_t u);
   void on_grad_ready(size_t u);
@@ -112,6 +113,9 @@ class Stage3Engine : public EngineBase {
   at::Tensor staged_master_, staged_exp_avg_, staged_exp_avg_sq_;  // nvme checkpoints
   std::vector<std::function<void()>> pre_backward_;  // per unit, referenced by autograd nodes
   bool in_backward_ = false;
+  // Training forwards of units whose backward has not started yet: a pass (the trace's) ends
+  // with the backward that brings it to 0, or at the window's end.
+  int64_t forwards_pending_ = 0;
   bool holding_all_ = false;  // inside with_full_parameters()
   // Strong references: autograd holds grad accumulators weakly, and the hooks live on them.
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;

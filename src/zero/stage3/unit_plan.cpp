@@ -75,9 +75,10 @@ UnitPlan resolve_units(torch::nn::Module& model, const sharding::ShardingPlan& p
 
   UnitPlan out;
   out.tied = plan.tied();
-  out.units.push_back({"root", {}});
+  out.units.push_back({"root", {}, 0});
   std::unordered_map<const void*, std::string> owner;  // parameter -> its unit's name
   std::unordered_set<std::string> unit_names{"root"};
+  std::unordered_set<const void*> in_units;  // every parameter of a unit's module
   for (const auto& spec : plan.units()) {
     DS_CHECK(unit_names.insert(spec.name).second, ConfigError, "sharding plan of ", model.name(),
              ": two units are named '", spec.name, "'");
@@ -85,7 +86,7 @@ UnitPlan resolve_units(torch::nn::Module& model, const sharding::ShardingPlan& p
     DS_CHECK(module_path(model, *spec.module, path) && !path.empty(), ConfigError,
              "sharding plan of ", model.name(), ": unit '", spec.name,
              "' is not a submodule of the model");
-    UnitPlan::Unit unit{spec.name, {}};
+    UnitPlan::Unit unit{spec.name, {}, out.engine_unit.size() + 1};
     for (const FlatParamEntry& e : trainable_entries(path, *spec.module)) {
       if (tied.count(key(e.param))) continue;  // the root's
       auto [at, fresh] = owner.emplace(key(e.param), spec.name);
@@ -101,19 +102,38 @@ UnitPlan resolve_units(torch::nn::Module& model, const sharding::ShardingPlan& p
       // The model's name for it (its first registration), as checkpoints name it.
       unit.params.push_back(entry(names[key(e.param)].front(), e.param));
     }
-    DS_CHECK(!unit.params.empty(), ConfigError, "sharding plan of ", model.name(), ": unit '",
-             spec.name, "' has no trainable parameters of its own; leave it out of the plan");
+    // A unit whose parameters are all frozen (a frozen block; a pipeline stage's view of another
+    // stage's blocks) stays, empty: frozen parameters are module state, never gathered.
+    DS_CHECK(!spec.module->parameters().empty(), ConfigError, "sharding plan of ", model.name(),
+             ": unit '", spec.name, "' has no parameters; leave it out of the plan");
+    for (const at::Tensor& p : spec.module->parameters()) in_units.insert(key(p));
+    if (unit.params.empty()) {
+      out.engine_unit.push_back(UnitPlan::kUngathered);
+      continue;
+    }
+    out.engine_unit.push_back(out.units.size());
     out.units.push_back(std::move(unit));
   }
   std::unordered_set<const void*> seen;
+  bool root_holds_any = false;  // trainable or frozen
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
+    root_holds_any = root_holds_any || !in_units.count(key(p)) || tied.count(key(p));
     if (!p.requires_grad() || owner.count(key(p)) || !seen.insert(key(p)).second) continue;
     out.units[0].params.push_back(entry(item.key(), p));
   }
-  DS_CHECK(!out.units[0].params.empty(), ConfigError, "sharding plan of ", model.name(),
-           ": every trainable parameter is in a unit; the root unit (what no unit holds) needs at "
-           "least one (e.g. an embedding or a final norm)");
+  DS_CHECK(root_holds_any, ConfigError, "sharding plan of ", model.name(),
+           ": every parameter is in a unit; the root unit (what no unit holds) needs at least one "
+           "(e.g. an embedding or a final norm)");
+  if (out.units[0].params.empty()) {
+    // Nothing trainable outside the units (a middle pipeline stage): the first unit that holds
+    // some is the root.
+    DS_CHECK(out.units.size() > 1, ConfigError, "ZeRO-3: ", model.name(),
+             " has no trainable parameters");
+    out.units.erase(out.units.begin());
+    for (size_t& u : out.engine_unit)
+      if (u != UnitPlan::kUngathered) --u;
+  }
   return out;
 }
 

@@ -1,5 +1,7 @@
-// UnitTrace: the order in which ZeRO-3 units are fetched during one forward + backward (DeepSpeed's
-// trace in PartitionedParameterCoordinator). The first pass records it; the ranks then compare
+// UnitTrace: the order in which ZeRO-3 units are fetched during one pass: a forward + backward
+// (DeepSpeed's trace in PartitionedParameterCoordinator), or, when later forwards run before a
+// backward (a pipeline's 1F1B schedule), until every forward's backward has run. The first pass
+// records it; the ranks then compare
 // their recordings (a rank that ran another sequence gets an error naming the first differing
 // position, unit and rank instead of mismatched collectives later); later passes follow it, so
 // the engine knows which units come next and can prefetch them. A pass that departs from the
@@ -25,7 +27,7 @@ class UnitTrace {
   bool on_fetch(size_t unit);
   // The units after the current position, in trace order (empty unless following).
   std::vector<size_t> upcoming() const;
-  // Ends a pass (after backward; a collective): a recording pass is compared across ranks and
+  // Ends a pass (after a backward; a collective): a recording pass is compared across ranks and
   // becomes the trace, a departed pass on any rank makes every rank record the next one; the
   // position goes back to the start.
   void end_pass(comm::Group& group);

@@ -2,7 +2,8 @@
 // parameter names, frozen parameters stay out of every unit, declared tied parameters go to the
 // root, and what the declaration gets wrong is a ConfigError naming it: a parameter shared by two
 // units or by a unit and the root without being declared tied, a unit that is not part of the
-// model, an unknown tied parameter, a unit with nothing to train, a model without a plan.
+// model, an unknown tied parameter, a unit without parameters, a model without a plan. A unit
+// whose parameters are all frozen has no entry.
 #include "zero/stage3/unit_plan.h"
 
 #include <gtest/gtest.h>
@@ -55,6 +56,29 @@ TEST(UnitPlan, UnitsTakeTheModelsNamesFrozenStayOut) {
   EXPECT_EQ(names(plan.units[2]), std::vector<std::string>{"b.weight"});
 }
 
+// A unit whose parameters are all frozen (a frozen block, another pipeline stage's block) has no
+// entry (it runs as it is); a root holding only frozen parameters gives its place to the first
+// unit that holds trainable ones.
+TEST(UnitPlan, AllFrozenUnitsAndRootStayEmpty) {
+  Net net;
+  net->b->weight.set_requires_grad(false);
+  net->b->bias.set_requires_grad(false);
+  net->emb->weight.set_requires_grad(false);
+  const UnitPlan plan = resolve_units(*net, declared_plan(*net));
+  // B has no entry; the root holds nothing trainable, so A is the root.
+  ASSERT_EQ(plan.units.size(), 1u);
+  EXPECT_EQ(plan.units[0].name, "A");
+  EXPECT_EQ(plan.units[0].declared, 1u);
+  EXPECT_EQ(names(plan.units[0]), (std::vector<std::string>{"a.weight", "a.bias"}));
+  EXPECT_EQ(plan.engine_unit, (std::vector<size_t>{0, UnitPlan::kUngathered}));
+  // With a trainable root, B alone has no entry.
+  net->emb->weight.set_requires_grad(true);
+  const UnitPlan rooted = resolve_units(*net, declared_plan(*net));
+  ASSERT_EQ(rooted.units.size(), 2u);
+  EXPECT_EQ(names(rooted.units[0]), std::vector<std::string>{"emb.weight"});
+  EXPECT_EQ(rooted.engine_unit, (std::vector<size_t>{1, UnitPlan::kUngathered}));
+}
+
 TEST(UnitPlan, SharedBetweenTwoUnitsMustBeDeclaredThenGoesToTheRoot) {
   Net net;
   net->b->register_parameter("shared", net->a->weight);
@@ -90,10 +114,13 @@ TEST(UnitPlan, RefusesWhatTheDeclarationGetsWrong) {
   expect_config_error(
       [&] { resolve_units(*net, sharding::ShardingPlan(net->calls).tie("nope", "head")); },
       "tied parameter 'nope' is not a parameter of the model");
-  net->b->weight.set_requires_grad(false);
-  net->b->bias.set_requires_grad(false);
-  expect_config_error([&] { resolve_units(*net, declared_plan(*net)); },
-                      "unit 'B' has no trainable parameters of its own");
+  torch::nn::Functional empty(torch::relu);
+  net->register_module("empty", empty);
+  expect_config_error(
+      [&] {
+        resolve_units(*net, sharding::ShardingPlan(net->calls).unit("E", empty.ptr()));
+      },
+      "unit 'E' has no parameters");
   expect_config_error(
       [&] {
         resolve_units(*net, sharding::ShardingPlan(net->calls).unit("A", net->a.ptr()).unit(
