@@ -70,8 +70,9 @@ void EngineBase::run_backward(const std::function<void()>& run) {
 
 void EngineBase::reduce_at_step(std::function<void()> before_reduction) {
   DS_CHECK(before_reduction != nullptr, Error, "reduce_at_step: no function");
-  DS_CHECK(config_.zero.stage <= 1, Error, "reduce_at_step at zero_optimization.stage=",
-           config_.zero.stage, ": stages 2 and 3 reduce during each backward (after_reduction)");
+  DS_CHECK(config_.zero.stage <= 1, Error,
+           "reduce_at_step at zero_optimization.stage=", config_.zero.stage,
+           ": stages 2 and 3 reduce during each backward (after_reduction)");
   DS_CHECK(micro_steps_ == 0, Error, "reduce_at_step after the first backward");
   before_reduction_ = std::move(before_reduction);
 }
@@ -108,8 +109,8 @@ void EngineBase::set_reduced_grad(const std::string& name, const at::Tensor& who
   const at::Tensor reduced = reduced_grads();
   for (const GradPiece& piece : reduced_pieces()) {
     if (*piece.name != name) continue;
-    DS_CHECK(piece.param_offset + piece.numel <= flat.numel(), Error, "set_reduced_grad: ",
-             flat.numel(), " elements for ", name, ", which has more");
+    DS_CHECK(piece.param_offset + piece.numel <= flat.numel(), Error,
+             "set_reduced_grad: ", flat.numel(), " elements for ", name, ", which has more");
     reduced.narrow(0, piece.offset, piece.numel)
         .copy_(flat.narrow(0, piece.param_offset, piece.numel));
   }

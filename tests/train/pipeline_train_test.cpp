@@ -79,8 +79,8 @@ void expect_layouts_match(int64_t layers, const std::vector<Layout>& layouts,
     const int dp = l.ranks / (l.stages * l.tensor);
     const int64_t micro = 2, gas = kGlobalBatch / (dp * micro);
     const std::string what = l.name + " (" + std::to_string(layers) + " blocks)";
-    nlohmann::json config = nlohmann::json::parse(
-        pipeline(layers, l.stages, l.method, l.zero_stage, l.tensor, model));
+    nlohmann::json config =
+        nlohmann::json::parse(pipeline(layers, l.stages, l.method, l.zero_stage, l.tensor, model));
     config.merge_patch(nlohmann::json::parse(l.extra));
     auto run = train_and_read_losses(dir, data, l.ranks, micro, gas, l.name, config.dump());
     expect_same_losses(run, reference, what);
@@ -150,11 +150,11 @@ TEST(PipelineTrain, ZeroStages2And3InsideStagesReproduceSingleRankLosses) {
   const std::string offload =
       R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"},
                                 "offload_param": {"device": "cpu"}}})";
-  expect_layouts_match(4, {{4, 2, "uniform", 2, "pp2_dp2_zero2", partition},
-                           {4, 2, "uniform", 3, "pp2_dp2_zero3", partition},
-                           {4, 2, "uniform", 3, "pp2_dp2_zero3_offload", partition, 1, offload},
-                           {8, 2, "uniform", 3, "tp2_pp2_dp2_zero3_offload", partition, 2,
-                            offload}});
+  expect_layouts_match(4,
+                       {{4, 2, "uniform", 2, "pp2_dp2_zero2", partition},
+                        {4, 2, "uniform", 3, "pp2_dp2_zero3", partition},
+                        {4, 2, "uniform", 3, "pp2_dp2_zero3_offload", partition, 1, offload},
+                        {8, 2, "uniform", 3, "tp2_pp2_dp2_zero3_offload", partition, 2, offload}});
 }
 
 // The tiny Llama's stages at ZeRO 2 and 3 (tied head: its copy on the last stage summed with the

@@ -86,7 +86,8 @@ double Stage0Engine::global_grad_norm(const at::Tensor& reduced) {
 
 std::vector<EngineBase::GradPiece> Stage0Engine::reduced_pieces() const {
   std::vector<GradPiece> pieces;
-  for (const FlatParamEntry& e : flat_->entries()) pieces.push_back({&e.name, e.offset, e.numel, 0});
+  for (const FlatParamEntry& e : flat_->entries())
+    pieces.push_back({&e.name, e.offset, e.numel, 0});
   return pieces;
 }
 

@@ -282,9 +282,8 @@ std::vector<EngineBase::GradPiece> Stage3Engine::reduced_pieces() const {
   std::vector<GradPiece> pieces;
   for (size_t u = 0; u < units_.size(); ++u) {
     for (const OwnedPiece& p : units_[u]->slice_pieces(shard_group_.rank())) {
-      pieces.push_back(
-          {&units_[u]->params()[p.slot].name, slices_->slice_offset(u) + p.shard_offset, p.numel,
-           p.param_begin});
+      pieces.push_back({&units_[u]->params()[p.slot].name,
+                        slices_->slice_offset(u) + p.shard_offset, p.numel, p.param_begin});
     }
   }
   return pieces;

@@ -1,9 +1,9 @@
 // UnitCoordinator: when each ZeRO-3 unit is gathered and released (DeepSpeed's parameter
 // coordinator). It owns which units stay gathered (persistent: the root, and units of at most
 // stage3_param_persistence_threshold elements, in unit order while their total stays within
-// stage3_model_persistence_threshold), the fetch order (UnitTrace: the first pass records it and the
-// ranks compare it), the check of every gather across
-// ranks (FetchCheck), the live budget and the reuse distance:
+// stage3_model_persistence_threshold), the fetch order (UnitTrace: the first pass records it and
+// the ranks compare it), the check of every gather across ranks (FetchCheck), the live budget and
+// the reuse distance:
 // - prefetch: once the trace is known, every fetch starts asynchronous all-gathers of the next
 //   units in the trace, at most stage3_prefetch_bucket_size elements per fetch and never more than
 //   stage3_max_live_parameters gathered elements (persistent units aside) beyond the unit fetched

@@ -117,9 +117,7 @@ TEST(UnitPlan, RefusesWhatTheDeclarationGetsWrong) {
   torch::nn::Functional empty(torch::relu);
   net->register_module("empty", empty);
   expect_config_error(
-      [&] {
-        resolve_units(*net, sharding::ShardingPlan(net->calls).unit("E", empty.ptr()));
-      },
+      [&] { resolve_units(*net, sharding::ShardingPlan(net->calls).unit("E", empty.ptr())); },
       "unit 'E' has no parameters");
   expect_config_error(
       [&] {
