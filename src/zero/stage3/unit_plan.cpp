@@ -103,7 +103,7 @@ UnitPlan resolve_units(torch::nn::Module& model, const sharding::ShardingPlan& p
       unit.params.push_back(entry(names[key(e.param)].front(), e.param));
     }
     // A unit whose parameters are all frozen (a frozen block; a pipeline stage's view of another
-    // stage's blocks) stays, empty: frozen parameters are module state, never gathered.
+    // stage's blocks) gets no engine unit: frozen parameters are module state, never gathered.
     DS_CHECK(!spec.module->parameters().empty(), ConfigError, "sharding plan of ", model.name(),
              ": unit '", spec.name, "' has no parameters; leave it out of the plan");
     for (const at::Tensor& p : spec.module->parameters()) in_units.insert(key(p));

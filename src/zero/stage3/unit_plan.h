@@ -1,10 +1,9 @@
 // The stage-3 engine's view of a model's sharding plan (deepshard/sharding/sharding_plan.h): the
 // declared units resolved to their trainable parameters, named as the model names them, plus the
 // root unit (every trainable parameter in no unit, and the tied ones); units with nothing to
-// train left out. Resolution checks what the
-// declaration cannot express: a unit's module must be part of the model, a tied parameter must
-// exist, and a parameter registered in two places (a unit and the root, or two units) must be
-// declared tied.
+// train left out. Resolution checks what the declaration cannot express: a unit's module must be
+// part of the model, a tied parameter must exist, and a parameter registered in two places (a unit
+// and the root, or two units) must be declared tied.
 #pragma once
 
 #include <torch/nn/module.h>
