@@ -53,7 +53,9 @@ set(ds_python_layers ds_util ds_config ds_comm ds_platform ds_io ds_offload ds_s
 # The package: its Python files copied into the build tree next to the extension.
 set(ds_python_dir ${PROJECT_BINARY_DIR}/python/deepshard)
 file(GLOB ds_python_files CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/python/deepshard/*.py)
-pybind11_add_module(ds_python_ext MODULE src/python/bindings.cpp src/python/ops_bindings.cpp)
+# The module reads the environment's knobs as the executable does (src/cli/process_options.h).
+pybind11_add_module(ds_python_ext MODULE src/python/bindings.cpp src/python/ops_bindings.cpp
+                    src/cli/process_options.cpp src/cli/environment.cpp)
 set_target_properties(ds_python_ext PROPERTIES OUTPUT_NAME _C LIBRARY_OUTPUT_DIRECTORY ${ds_python_dir})
 target_include_directories(ds_python_ext PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(ds_python_ext PRIVATE ${ds_python_layers} ${ds_torch_python_lib})

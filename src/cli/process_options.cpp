@@ -33,7 +33,7 @@ const ProcessOptions& process_options() {
     o.bf16_compute = non_empty_env("DEEPSHARD_BF16_COMPUTE");
     o.linear = non_empty_env("DEEPSHARD_LINEAR");
     o.heap = non_empty_env("DEEPSHARD_HEAP");
-    o.users_heap_setting = platform::heap_request_from_environment().users_setting;
+    o.users_heap_setting = users_heap_setting_from_process();
     o.blas = blas_environment_from_process();
     return o;
   }();

@@ -7,7 +7,6 @@
 // route through loopback while the job spans hosts, is a CommError saying what to set. A group
 // spanning hosts exchanges its all-to-alls pair by pair, timing each peer's arrival (PeerTiming).
 #include <algorithm>
-#include <cstdlib>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -22,12 +21,12 @@ namespace {
 
 std::shared_ptr<::gloo::transport::Device> make_device(const RendezvousInfo& info) {
   using c10d::ProcessGroupGloo;
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname != 0) {
+  if (!info.socket_ifname.empty()) {
     try {
-      return ProcessGroupGloo::createDeviceForInterface(ifname);
+      return ProcessGroupGloo::createDeviceForInterface(info.socket_ifname);
     } catch (const std::exception& e) {
-      throw CommError(detail::concat("rank ", info.rank, ": GLOO_SOCKET_IFNAME=", ifname,
-                                     " cannot be used: ", exception_text(e)));
+      throw CommError(detail::concat("rank ", info.rank, ": GLOO_SOCKET_IFNAME=",
+                                     info.socket_ifname, " cannot be used: ", exception_text(e)));
     }
   }
   if (info.local_world_size == info.world_size) {

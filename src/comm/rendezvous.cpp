@@ -151,10 +151,13 @@ RendezvousInfo rendezvous_from_env() {
   } else if (env("SLURM_PROCID")) {
     convention = &kSlurm;
   }
-  if (convention == nullptr) return RendezvousInfo{};
-  RendezvousInfo info = read_ranks(*convention);
-  read_store_address(info);
-  info.job_token = job_token(info.source);
+  RendezvousInfo info;
+  if (convention != nullptr) {
+    info = read_ranks(*convention);
+    read_store_address(info);
+    info.job_token = job_token(info.source);
+  }
+  info.socket_ifname = env("GLOO_SOCKET_IFNAME").value_or("");
   return info;
 }
 

@@ -6,7 +6,6 @@
 #include <sys/random.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "deepshard/util/error.h"
@@ -14,23 +13,12 @@
 
 namespace deepshard::launch {
 
-namespace {
-
-const char* env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != 0 ? value : nullptr;
-}
-
-}  // namespace
-
 std::string job_token(const LaunchOptions& options) {
-  if (const char* token = env("DEEPSHARD_JOB_TOKEN")) return token;
+  const LaunchEnvironment& e = options.environment;
+  if (e.job_token) return *e.job_token;
   // Launchers started on every node by srun or mpirun share their job's id.
-  if (const char* job = env("SLURM_JOB_ID")) {
-    const char* step = env("SLURM_STEP_ID");
-    return std::string("slurm:") + job + "." + (step != nullptr ? step : "");
-  }
-  if (const char* job = env("OMPI_MCA_ess_base_jobid")) return std::string("openmpi:") + job;
+  if (e.slurm_job_id) return "slurm:" + *e.slurm_job_id + "." + e.slurm_step_id.value_or("");
+  if (e.openmpi_job_id) return "openmpi:" + *e.openmpi_job_id;
   DS_CHECK(options.nnodes == 1, UsageError, "--nnodes ", options.nnodes,
            ": set DEEPSHARD_JOB_TOKEN to the same secret for the launcher of every node (e.g. "
            "DEEPSHARD_JOB_TOKEN=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \\n')); the "

@@ -1,10 +1,12 @@
 // `deepshard launch` arguments: parsing (torchrun's spellings with '-' or '_', "--opt value" or
-// "--opt=value"), validation and the usage text. Every mistake is a UsageError naming the option.
+// "--opt=value"), the launcher's environment variables (read here, once), validation and the usage
+// text. Every mistake is a UsageError naming the option.
 #include <algorithm>
 #include <cstdlib>
 
 #include "deepshard/util/error.h"
 #include "launch/launcher.h"
+#include "util/environment.h"
 #include "util/strings.h"
 
 namespace deepshard::launch {
@@ -53,6 +55,19 @@ std::string canonical_name(std::string name) {
 
 }  // namespace
 
+LaunchEnvironment launch_environment_from_process() {
+  LaunchEnvironment e;
+  e.job_token = util::non_empty_env("DEEPSHARD_JOB_TOKEN");
+  e.slurm_job_id = util::non_empty_env("SLURM_JOB_ID");
+  e.slurm_step_id = util::non_empty_env("SLURM_STEP_ID");
+  e.openmpi_job_id = util::non_empty_env("OMPI_MCA_ess_base_jobid");
+  e.socket_ifname = util::non_empty_env("GLOO_SOCKET_IFNAME");
+  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY"}) {
+    if (util::non_empty_env(name)) e.thread_variables_set.emplace_back(name);
+  }
+  return e;
+}
+
 void validate_launch_options(const LaunchOptions& o) {
   DS_CHECK(o.nproc_per_node >= 1, UsageError, "-n (ranks per node) must be >= 1, got ",
            o.nproc_per_node);
@@ -80,6 +95,7 @@ void validate_launch_options(const LaunchOptions& o) {
 
 LaunchOptions parse_launch_args(const std::vector<std::string>& args) {
   LaunchOptions o;
+  o.environment = launch_environment_from_process();
   size_t i = 0;
   for (; i < args.size() && args[i] != "--"; ++i) {
     std::string name = args[i], value;

@@ -43,13 +43,12 @@ int usable_cores() {
 
 // design.md's traps: OpenBLAS starts one thread per core in every rank unless told otherwise, and
 // libgomp's spinning fights it. Variables the user already set are left alone.
-Env thread_env(int local_ranks) {
-  Env env;
-  std::string threads = std::to_string(std::max(1, usable_cores() / local_ranks));
-  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
-    if (std::getenv(name) == nullptr) env[name] = threads;
-  }
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) env["OMP_WAIT_POLICY"] = "PASSIVE";
+Env thread_env(int local_ranks, const LaunchEnvironment& environment) {
+  const std::string threads = std::to_string(std::max(1, usable_cores() / local_ranks));
+  Env env = {{"OMP_NUM_THREADS", threads},
+             {"OPENBLAS_NUM_THREADS", threads},
+             {"OMP_WAIT_POLICY", "PASSIVE"}};
+  for (const std::string& name : environment.thread_variables_set) env.erase(name);
   return env;
 }
 
@@ -85,7 +84,7 @@ class Job {
 
 Job::Job(const LaunchOptions& options, int master_port) : options_(options) {
   const int n = options.nproc_per_node;
-  Env common = options.set_thread_env ? thread_env(n) : Env{};
+  Env common = options.set_thread_env ? thread_env(n, options.environment) : Env{};
   // OpenBLAS's generic fallback core on an AVX2/AVX-512 CPU: the ranks get the matching kernels.
   const platform::BlasChoice blas = platform::current_blas_choice();
   if (!blas.coretype_to_set.empty()) {
@@ -219,8 +218,8 @@ void print_node_line(const LaunchOptions& o, int port) {
   char host[256] = "?";
   ::gethostname(host, sizeof(host) - 1);
   std::string where;
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname != 0) {
-    where = detail::concat("interface ", ifname, " (GLOO_SOCKET_IFNAME)");
+  if (o.environment.socket_ifname) {
+    where = detail::concat("interface ", *o.environment.socket_ifname, " (GLOO_SOCKET_IFNAME)");
   } else if (auto address = net::local_address_towards(o.master_addr, port)) {
     where = detail::concat("address ", *address);
     if (auto name = net::interface_of(*address)) where += detail::concat(" on ", *name);

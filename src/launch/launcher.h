@@ -4,10 +4,26 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace deepshard::launch {
+
+// The launcher's environment, read once by parse_launch_args (the launcher reads no variable after
+// it): what decides the job token, the ranks' thread variables and the node line.
+struct LaunchEnvironment {
+  std::optional<std::string> job_token;       // DEEPSHARD_JOB_TOKEN
+  std::optional<std::string> slurm_job_id;    // SLURM_JOB_ID (srun started this launcher)
+  std::optional<std::string> slurm_step_id;   // SLURM_STEP_ID
+  std::optional<std::string> openmpi_job_id;  // OMPI_MCA_ess_base_jobid (mpirun did)
+  std::optional<std::string> socket_ifname;   // GLOO_SOCKET_IFNAME
+  // OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, OMP_WAIT_POLICY: the ones the user set (kept as set).
+  std::vector<std::string> thread_variables_set;
+};
+
+// The variables above from this process's environment (empty values count as unset).
+LaunchEnvironment launch_environment_from_process();
 
 struct LaunchOptions {
   int nproc_per_node = 1;                 // -n
@@ -25,6 +41,7 @@ struct LaunchOptions {
   // --memory-budget BYTES: memory per rank the tuner's experiments must fit (0: the memory
   // available when tuning starts, split over the local ranks). Only with --autotuning.
   int64_t memory_budget = 0;
+  LaunchEnvironment environment;  // parse_launch_args reads it from the process
 };
 
 // Parses `launch` arguments (after the subcommand). Throws UsageError.
@@ -47,8 +64,9 @@ std::string launch_usage();
 // "--".
 bool launch_help_requested(const std::vector<std::string>& args);
 
-// The token of this job for DEEPSHARD_JOB_TOKEN: the launcher's own DEEPSHARD_JOB_TOKEN, else a
-// random one (one node only: several nodes must share it, a UsageError says so).
+// The token of this job for DEEPSHARD_JOB_TOKEN: the launcher's own DEEPSHARD_JOB_TOKEN, else the
+// job id of srun or mpirun, else a random one (one node only: several nodes must share it, a
+// UsageError says so).
 std::string job_token(const LaunchOptions& options);
 
 }  // namespace deepshard::launch

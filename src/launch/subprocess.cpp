@@ -30,11 +30,15 @@ bool is_executable_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
-// argv[0] as execve needs it: unchanged when it has a '/', else the first match in $PATH.
-std::string resolve_executable(const std::string& name) {
+// argv[0] as execve needs it: unchanged when it has a '/', else the first match in the PATH of the
+// child's environment (`env`, "KEY=VALUE" strings), as `env PATH=... COMMAND` would look it up.
+std::string resolve_executable(const std::string& name, const std::vector<std::string>& env) {
   if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  for (const auto& dir : strings::split(path ? path : "/usr/local/bin:/usr/bin:/bin", ':')) {
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  for (const std::string& entry : env) {
+    if (entry.rfind("PATH=", 0) == 0) path = entry.substr(5);
+  }
+  for (const auto& dir : strings::split(path, ':')) {
     std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
     if (is_executable_file(candidate)) return candidate;
   }
@@ -97,9 +101,9 @@ int decode_status(int raw) {
 
 Subprocess::Subprocess(const SubprocessOptions& options) {
   DS_CHECK(!options.argv.empty(), Error, "Subprocess: empty argv");
-  std::string path = resolve_executable(options.argv[0]);
-  std::vector<std::string> argv_strings = options.argv;
   std::vector<std::string> env_strings = child_environment(options.extra_env);
+  std::string path = resolve_executable(options.argv[0], env_strings);
+  std::vector<std::string> argv_strings = options.argv;
   std::vector<char*> argv = c_strings(argv_strings);
   std::vector<char*> envp = c_strings(env_strings);
 

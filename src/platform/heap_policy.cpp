@@ -2,7 +2,6 @@
 #include "platform/heap_policy.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <string_view>
 
 #include "deepshard/util/error.h"
@@ -48,22 +47,6 @@ HeapPolicy choose_heap_policy(const char* deepshard_heap, const std::string& use
   if (!users_setting.empty())
     return {false, "the heap policy of " + users_setting + " (set in the environment; kept)"};
   return {true, "retain freed memory (glibc mmap threshold 32 MiB, trim threshold 1 GiB)"};
-}
-
-HeapRequest heap_request_from_environment() {
-  HeapRequest request;
-  const char* heap = std::getenv("DEEPSHARD_HEAP");
-  request.deepshard_heap = heap != nullptr && *heap != '\0' ? heap : nullptr;
-  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"}) {
-    if (std::getenv(name) != nullptr) {
-      request.users_setting = name;
-      return request;
-    }
-  }
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables != nullptr && std::string_view(tunables).find("glibc.malloc.") != std::string::npos)
-    request.users_setting = "GLIBC_TUNABLES (glibc.malloc)";
-  return request;
 }
 
 HeapPolicy retain_freed_heap_memory(const HeapRequest& request) {

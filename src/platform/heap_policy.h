@@ -32,12 +32,6 @@ struct HeapRequest {
   std::string users_setting;  // the variable by which the user chose a heap policy already, or ""
 };
 
-// The request of this process's environment: DEEPSHARD_HEAP, and the first of the user's own glibc
-// heap settings found (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, MALLOC_TOP_PAD_, a
-// glibc.malloc entry of GLIBC_TUNABLES). Read by the executable's process options and the Python
-// front-end (deepshard.initialize).
-HeapRequest heap_request_from_environment();
-
 // Applies choose_heap_policy's decision once per process (later calls return the first result).
 // Not glibc: a no-op that says so. Throws Error as choose_heap_policy.
 HeapPolicy retain_freed_heap_memory(const HeapRequest& request = {});

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/process_options.h"
 #include "comm/transport_options.h"
 #include "deepshard/comm/group.h"
 #include "deepshard/comm/rendezvous.h"
@@ -256,7 +257,7 @@ PYBIND11_MODULE(_C, m) {
   // deepshard train's heap policy (platform/heap_policy.h) for the Python process, from the same
   // environment (DEEPSHARD_HEAP, the user's own glibc malloc settings win); the reason line.
   m.def("retain_freed_heap_memory", [] {
-    const platform::HeapRequest request = platform::heap_request_from_environment();
+    const platform::HeapRequest request = cli::process_options().heap_request();
     if (!request.users_setting.empty()) zero::leave_mmap_threshold_to_user();
     return platform::retain_freed_heap_memory(request).reason;
   });

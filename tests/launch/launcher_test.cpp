@@ -11,8 +11,11 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -86,6 +89,49 @@ TEST(ParseLaunchArgs, ReadsEveryOptionInBothSpellings) {
   EXPECT_FALSE(o.set_thread_env);
   EXPECT_EQ(o.command, (std::vector<std::string>{"prog", "-n", "--", "x"}));
   EXPECT_EQ(parse_launch_args({"--nproc-per-node", "3", "--", "a"}).nproc_per_node, 3);
+}
+
+// The launcher reads its environment once, while parsing: the job token's sources in order
+// (DEEPSHARD_JOB_TOKEN, then srun's job and step, then mpirun's job), the interface and the thread
+// variables the user set.
+TEST(ParseLaunchArgs, ReadsTheLaunchersEnvironmentOnce) {
+  // The variables are restored whatever happens, so later tests' ranks do not inherit them.
+  struct SavedEnvironment {
+    std::map<std::string, std::optional<std::string>> saved;
+    explicit SavedEnvironment(std::initializer_list<const char*> names) {
+      for (const char* name : names) {
+        const char* value = std::getenv(name);
+        saved[name] = value ? std::optional<std::string>(value) : std::nullopt;
+        ::unsetenv(name);
+      }
+    }
+    ~SavedEnvironment() {
+      for (const auto& [name, value] : saved) {
+        if (value)
+          ::setenv(name.c_str(), value->c_str(), 1);
+        else
+          ::unsetenv(name.c_str());
+      }
+    }
+  } guard{"DEEPSHARD_JOB_TOKEN",     "SLURM_JOB_ID",       "SLURM_STEP_ID",
+          "OMPI_MCA_ess_base_jobid", "GLOO_SOCKET_IFNAME", "OMP_NUM_THREADS",
+          "OPENBLAS_NUM_THREADS",    "OMP_WAIT_POLICY"};
+  ::setenv("SLURM_JOB_ID", "77", 1);
+  ::setenv("SLURM_STEP_ID", "3", 1);
+  ::setenv("OMPI_MCA_ess_base_jobid", "12", 1);
+  ::setenv("GLOO_SOCKET_IFNAME", "veth0", 1);
+  ::setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
+  ::setenv("OMP_NUM_THREADS", "", 1);  // empty counts as unset
+  // 192.0.2.1 is a documentation address: only parsed, never used.
+  LaunchOptions o = parse_launch_args({"--nnodes", "2", "--master-addr", "192.0.2.1", "--", "a"});
+  ::setenv("SLURM_JOB_ID", "78", 1);  // read once: later changes do not reach the options
+  EXPECT_EQ(job_token(o), "slurm:77.3");
+  EXPECT_EQ(o.environment.socket_ifname, "veth0");
+  EXPECT_EQ(o.environment.thread_variables_set, std::vector<std::string>{"OMP_WAIT_POLICY"});
+  o.environment.slurm_job_id.reset();
+  EXPECT_EQ(job_token(o), "openmpi:12");
+  o.environment.job_token = "secret";
+  EXPECT_EQ(job_token(o), "secret");
 }
 
 TEST(ParseLaunchArgs, RejectsBadUsageNamingTheOption) {

@@ -25,28 +25,6 @@ TEST(HeapPolicy, RetainsByDefaultAndKeepsTheUsersChoice) {
   EXPECT_NE(users.reason.find("MALLOC_TRIM_THRESHOLD_"), std::string::npos) << users.reason;
 }
 
-// The environment's request: DEEPSHARD_HEAP, and the first of the user's glibc settings.
-TEST(HeapPolicy, TheEnvironmentsRequest) {
-  for (const char* name : {"DEEPSHARD_HEAP", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
-                           "MALLOC_TOP_PAD_", "GLIBC_TUNABLES"})
-    unsetenv(name);
-  HeapRequest none = heap_request_from_environment();
-  EXPECT_EQ(none.deepshard_heap, nullptr);
-  EXPECT_EQ(none.users_setting, "");
-  setenv("DEEPSHARD_HEAP", "system", 1);
-  setenv("GLIBC_TUNABLES", "glibc.cpu.hwcaps=-AVX2", 1);  // not a malloc tunable
-  HeapRequest system = heap_request_from_environment();
-  ASSERT_NE(system.deepshard_heap, nullptr);
-  EXPECT_STREQ(system.deepshard_heap, "system");
-  EXPECT_EQ(system.users_setting, "");
-  setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=0", 1);
-  EXPECT_EQ(heap_request_from_environment().users_setting, "GLIBC_TUNABLES (glibc.malloc)");
-  setenv("MALLOC_TRIM_THRESHOLD_", "0", 1);
-  EXPECT_EQ(heap_request_from_environment().users_setting, "MALLOC_TRIM_THRESHOLD_");
-  for (const char* name : {"DEEPSHARD_HEAP", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"})
-    unsetenv(name);
-}
-
 TEST(HeapPolicy, AnUnknownValueIsAnErrorNamingTheVariable) {
   try {
     choose_heap_policy("keep", "");

@@ -21,6 +21,9 @@ struct RendezvousInfo {
   // refused): DEEPSHARD_JOB_TOKEN (the launcher sets a random one per job), else Open MPI's job
   // id or Slurm's job and step ids (distinct per job, though not secret), else empty.
   std::string job_token;
+  // The network interface the ranks' TCP transport binds (GLOO_SOCKET_IFNAME); "": 127.0.0.1 when
+  // the job is on one node, else the address that routes to master_addr.
+  std::string socket_ifname;
   // The rank in the whole job when this is a sub-group's (whose `rank` is its index among its
   // members); -1: `rank` is the job's.
   int job_rank = -1;
