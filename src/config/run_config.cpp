@@ -74,6 +74,7 @@ void visit_model(S& s, C& m, const ArchSchemas& archs) {
   s.field("bias", m.bias);
   s.field("fused_kernels", m.fused_kernels);
   s.field("init_from", m.init_from);
+  s.field("pooling", m.pooling, detail::Check::one_of({"first", "mean"}));
 }
 
 template <typename S, typename C>

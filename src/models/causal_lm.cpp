@@ -34,7 +34,17 @@ void CausalLmImpl::check_tokens(const at::Tensor& idx) const {
 at::Tensor CausalLmImpl::loss(const at::Tensor& idx, const at::Tensor& targets) {
   DS_CHECK(targets.sizes() == idx.sizes(), Error, arch(), " loss: targets ", targets.sizes(),
            " do not match idx ", idx.sizes());
-  return loss_of_logits(forward(idx), targets);
+  at::Tensor x = embed(idx);
+  for (int64_t i = 0; i < num_layers(); ++i) x = run_layer(i, x);
+  return head_loss(x, targets);
+}
+
+at::Tensor CausalLmImpl::head_loss(const at::Tensor& hidden, const at::Tensor& targets) {
+  if (predicts_every_position()) return loss_of_logits(head(hidden), targets);
+  const at::Tensor flat_targets = targets.reshape({-1});
+  const at::Tensor predicted = flat_targets.ne(-100).nonzero().squeeze(1);
+  const at::Tensor rows = hidden.reshape({-1, hidden.size(-1)}).index_select(0, predicted);
+  return loss_of_logits(head(rows), flat_targets.index_select(0, predicted));
 }
 
 at::Tensor CausalLmImpl::loss_of_logits(const at::Tensor& logits, const at::Tensor& targets) {

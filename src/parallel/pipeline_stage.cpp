@@ -154,7 +154,7 @@ at::Tensor PipelineStage::forward(const at::Tensor& input) {
 at::Tensor PipelineStage::loss(const at::Tensor& hidden, const at::Tensor& targets) {
   DS_ASSERT(is_last(), "the loss is the last stage's");
   if (tensor_) return tensor_->head_loss(hidden, targets);
-  return model_->loss_of_logits(model_->head(hidden), targets);
+  return model_->head_loss(hidden, targets);
 }
 
 }  // namespace deepshard::parallel

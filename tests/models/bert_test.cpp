@@ -290,6 +290,28 @@ TEST(Bert, ClassificationHeadPoolsTheFirstToken) {
   EXPECT_THROW(plain->classify(ids), Error);
 }
 
+// model.pooling "mean": the same pooler and classifier on the positions' mean hidden state.
+TEST(Bert, MeanPoolingPoolsThePositionsMean) {
+  BertConfig c = test_config();
+  c.num_labels = 3;
+  c.mean_pooling = true;
+  Bert model(c, 4);
+  const at::Tensor ids = torch::randint(0, 49, {2, 10}, torch::kLong);
+  at::Tensor x = model->embed(ids);
+  for (int64_t i = 0; i < 2; ++i) x = model->run_layer(i, x);
+  const auto w = model->named_parameters();
+  const at::Tensor pooled = torch::tanh(x.mean(1).matmul(w["bert.pooler.dense.weight"].t()) +
+                                        w["bert.pooler.dense.bias"]);
+  const at::Tensor want = pooled.matmul(w["classifier.weight"].t()) + w["classifier.bias"];
+  EXPECT_TRUE(torch::allclose(model->classify(ids), want, 1e-5, 1e-5));
+  EXPECT_FALSE(
+      torch::allclose(torch::tanh(x.select(1, 0).matmul(w["bert.pooler.dense.weight"].t()) +
+                                  w["bert.pooler.dense.bias"])
+                              .matmul(w["classifier.weight"].t()) +
+                          w["classifier.bias"],
+                      want, 1e-5, 1e-5));
+}
+
 TEST(Bert, DoesNotGenerateText) {
   Bert model(test_config(), 1);
   EXPECT_FALSE(model->generates_text());
@@ -319,7 +341,8 @@ TEST(BertConfigKeys, PresetsAndArchitectureKeys) {
         R"({"arch": "bert", "n_kv_head": 2})", R"({"arch": "bert", "rope_theta": 1e4})",
         R"({"arch": "bert", "rms_norm_eps": 1e-6})",
         R"({"arch": "bert", "tie_word_embeddings": false})",
-        R"({"arch": "bert", "n_embd": 36, "n_head": 8})"}) {
+        R"({"arch": "bert", "n_embd": 36, "n_head": 8})", R"({"arch": "bert", "pooling": "max"})",
+        R"({"arch": "gpt", "pooling": "mean"})", R"({"arch": "llama", "pooling": "first"})"}) {
     try {
       parse_model(bad);
       ADD_FAILURE() << "accepted: " << bad;
@@ -330,6 +353,11 @@ TEST(BertConfigKeys, PresetsAndArchitectureKeys) {
   const auto back = train::model_from_saved_json(train::saved_model_json(small));
   EXPECT_EQ(back.arch, "bert");
   EXPECT_EQ(bert_config(back).intermediate_size, 1536);
+  EXPECT_FALSE(bert_config(back).mean_pooling);
+  const auto mean = parse_model(R"({"arch": "bert", "pooling": "mean"})");
+  EXPECT_TRUE(bert_config(mean).mean_pooling);
+  EXPECT_TRUE(
+      bert_config(train::model_from_saved_json(train::saved_model_json(mean))).mean_pooling);
 }
 
 }  // namespace

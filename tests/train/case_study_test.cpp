@@ -38,6 +38,8 @@ TEST(CaseStudy, ShippedRunFileHasTheBlockAsWrittenAndRunsAtTwoRanks) {
                       "--set",
                       "model.init_from=",
                       "--set",
+                      "model.vocab_size=256",
+                      "--set",
                       "model.n_layer=2",
                       "--set",
                       "model.n_embd=64",

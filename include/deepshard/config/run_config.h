@@ -37,6 +37,9 @@ struct ModelConfig {
   std::optional<bool> bias;   // Linear biases
   bool fused_kernels = true;  // fused CPU kernels (GELU, causal softmax, loss); false: libtorch ops
   std::string init_from;      // safetensors weights to start from ("" = fresh init)
+  // The classification head's pooling (bert): "first" (HF's BertPooler: the first position's
+  // hidden state) or "mean" (the mean over the positions); unset: "first".
+  std::optional<std::string> pooling;
   // Classes of the classification head (0: none). Not a run-file key: a classification task sets
   // it from its label file's classes.
   int64_t num_labels = 0;

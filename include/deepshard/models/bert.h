@@ -50,6 +50,9 @@ struct BertConfig {
   double dropout = 0.0;  // HF hidden_dropout_prob and attention_probs_dropout_prob
   // > 0: the pooler and a classifier of num_labels classes (classify(), classification_loss()).
   int64_t num_labels = 0;
+  // The pooler's input: false, the first position's hidden state (HF's BertPooler); true, the mean
+  // over the positions (model.pooling "mean"). Parameters and names are the same either way.
+  bool mean_pooling = false;
   double mask_probability = 0.15;  // the share of each sample's positions the objective predicts
   // oneDNN's sgemm for the fp32 Linear layers (kernels/linear.h); false: libtorch's.
   bool fused_kernels = true;
@@ -64,8 +67,9 @@ BertConfig bert_config(const config::ModelConfig& model);
 
 // Parameters of a BERT with `config` (the tied decoder counted once), its names and shapes in
 // named_parameters() order, and its matmul FLOPs per token:
-//   forward = L · (8·C² + 4·C·I + 4·T·C) + 2·C² + 2·C·V   (q, k, v, output 2C² each; the MLP 2CI
-//             twice; QK^T and AV 2TC each; the head's transform 2C² and decoder 2CV)
+//   forward = L · (8·C² + 4·C·I + 4·T·C) + p · (2·C² + 2·C·V)   (q, k, v, output 2C² each; the
+//             MLP 2CI twice; QK^T and AV 2TC each; the head's transform 2C² and decoder 2CV at
+//             the share p = masked_per_sample(T) / T of the positions the loss predicts)
 int64_t bert_parameter_count(const BertConfig& config);
 std::vector<NamedShape> bert_parameter_shapes(const BertConfig& config);
 FlopsPerToken bert_flops_per_token(const BertConfig& config, int64_t seq_len = 0);
@@ -159,7 +163,8 @@ class BertEncoderImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BertEncoder);
 
-// tanh(dense(hidden of the first token)): HF's BertPooler.
+// tanh(dense(hidden of the first token)): HF's BertPooler; with BertConfig::mean_pooling, of the
+// positions' mean hidden state.
 class BertPoolerImpl : public torch::nn::Module {
  public:
   explicit BertPoolerImpl(const BertConfig& config);
@@ -168,6 +173,7 @@ class BertPoolerImpl : public torch::nn::Module {
 
  private:
   bool fused_;
+  bool mean_;
 };
 TORCH_MODULE(BertPooler);
 
@@ -235,7 +241,8 @@ class BertImpl : public CausalLmImpl {
                       const at::Tensor& sample_keys) const override;
 
   // The classification head (num_labels > 0): logits [B, num_labels] of idx [B, T] from the
-  // pooled first token (HF's BertForSequenceClassification); classification_loss (causal_lm.h)
+  // pooled first token (HF's BertForSequenceClassification; model.pooling "mean": the positions'
+  // mean); classification_loss (causal_lm.h)
   // is their mean cross-entropy against labels [B].
   at::Tensor classify(const at::Tensor& idx) override;
   int64_t num_labels() const override { return config_.num_labels; }
@@ -252,6 +259,8 @@ class BertImpl : public CausalLmImpl {
 
  protected:
   at::Tensor layer_forward(int64_t i, const at::Tensor& x) override;
+  // The masked-LM loss runs the decoder on the masked positions only (head_loss).
+  bool predicts_every_position() const override { return false; }
 
  private:
   BertConfig config_;

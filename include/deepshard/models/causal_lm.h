@@ -59,7 +59,13 @@ class CausalLmImpl : public torch::nn::Module, public sharding::Shardable {
   // the fused loss (fused_loss()), targets of -100 are left out of the mean (libtorch's
   // ignore_index): an encoder's unmasked positions.
   at::Tensor loss(const at::Tensor& idx, const at::Tensor& targets);
-  // The same loss from logits [B, T, V] (what loss() computes after forward()).
+  // The same loss from the last layer's hidden states [B, T, C] (what loss() computes after the
+  // layers; a pipeline's last stage calls it): the head on every position, or, for a model that
+  // predicts only some (predicts_every_position() false: an encoder's masked positions), on the
+  // positions whose target is not -100 only. The mean is the same; the head's cost is the
+  // predicted positions' (BERT at 15 %: the vocabulary projection 1/7 of it).
+  at::Tensor head_loss(const at::Tensor& hidden, const at::Tensor& targets);
+  // The same loss from logits [..., V] (what loss() computes after forward()).
   at::Tensor loss_of_logits(const at::Tensor& logits, const at::Tensor& targets);
 
   // Sequence classification (a classification task, config::TaskConfig): logits [B,
@@ -101,6 +107,10 @@ class CausalLmImpl : public torch::nn::Module, public sharding::Shardable {
   // True: loss() runs the fused cross-entropy kernel (kernels/fused_ops.h), which reads bf16
   // logits without an fp32 copy; false: libtorch's cross_entropy on fp32 logits.
   virtual bool fused_loss() const { return false; }
+
+  // False: the objective predicts only the positions whose target is not -100 (head_loss runs the
+  // head on those only).
+  virtual bool predicts_every_position() const { return true; }
 
  private:
   LayerRunner layer_runner_;

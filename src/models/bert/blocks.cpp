@@ -115,12 +115,14 @@ at::Tensor BertLayerImpl::forward_region(const at::Tensor& x) {
   return output(intermediate(h), h);  // LayerNorm(h + MLP output)
 }
 
-BertPoolerImpl::BertPoolerImpl(const BertConfig& config) : fused_(config.fused_kernels) {
+BertPoolerImpl::BertPoolerImpl(const BertConfig& config)
+    : fused_(config.fused_kernels), mean_(config.mean_pooling) {
   dense = register_module("dense", linear(config.n_embd, config.n_embd));
 }
 
 at::Tensor BertPoolerImpl::forward(const at::Tensor& hidden) {
-  return torch::tanh(apply_linear(dense, hidden.select(1, 0), fused_));
+  const at::Tensor pooled = mean_ ? hidden.mean(1) : hidden.select(1, 0);
+  return torch::tanh(apply_linear(dense, pooled, fused_));
 }
 
 BertHeadTransformImpl::BertHeadTransformImpl(const BertConfig& config)

@@ -22,6 +22,7 @@ BertConfig bert_config(const config::ModelConfig& m) {
   c.dropout = m.dropout;
   c.fused_kernels = m.fused_kernels;
   c.num_labels = m.num_labels;
+  c.mean_pooling = m.pooling.value_or("first") == "mean";
   return c;
 }
 
@@ -84,11 +85,13 @@ sharding::TensorPlan no_tensor_plan() { return {}; }
 void save_fields(const config::ModelConfig& m, nlohmann::json& saved) {
   saved["intermediate_size"] = bert_config(m).intermediate_size;
   if (m.num_labels > 0) saved["num_labels"] = m.num_labels;
+  if (m.pooling) saved["pooling"] = *m.pooling;
 }
 
 void load_fields(const nlohmann::json& saved, config::ModelConfig& m) {
   m.intermediate_size = saved.at("intermediate_size").get<int64_t>();
   m.num_labels = saved.value("num_labels", int64_t{0});
+  if (saved.contains("pooling")) m.pooling = saved.at("pooling").get<std::string>();
 }
 
 }  // namespace

@@ -44,6 +44,7 @@ void check(const config::ModelConfig& m, std::vector<std::pair<std::string, std:
     out.emplace_back("model.intermediate_size", other + "; gpt's MLP is 4 x n_embd wide");
   if (m.rope_theta) out.emplace_back("model.rope_theta", other);
   if (m.rms_norm_eps) out.emplace_back("model.rms_norm_eps", other);
+  if (m.pooling) out.emplace_back("model.pooling", other + "; gpt has no classification head");
   if (m.tie_word_embeddings && !*m.tie_word_embeddings)
     out.emplace_back("model.tie_word_embeddings", "gpt's head is always tied to wte");
 }

@@ -57,6 +57,9 @@ void check(const config::ModelConfig& m, std::vector<std::pair<std::string, std:
                      "mlp_bias false)");
   if (m.dropout != 0.0)
     out.emplace_back("model.dropout", "model.arch \"llama\" has no dropout (only 0 is accepted)");
+  if (m.pooling)
+    out.emplace_back("model.pooling",
+                     "model.arch \"llama\" has no classification head to pool for");
   if (m.n_kv_head > 0 && m.n_head % m.n_kv_head != 0)
     out.emplace_back("model.n_kv_head",
                      std::to_string(m.n_kv_head) +
