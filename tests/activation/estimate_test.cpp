@@ -1,4 +1,4 @@
-// The activation estimate (models/gpt_memory.h) against the activation meter's count of one
+// The activation estimate (models/gpt/memory.h) against the activation meter's count of one
 // training forward/backward at micro-batch 1: within 10 % for the small and gpt2 presets (byte
 // vocabulary, dropout 0) at sequence lengths 256 and 1024, with and without checkpointing every
 // block; and with dropout and with number_checkpoints on a smaller model.
@@ -10,7 +10,7 @@
 #include "activation/activation_meter.h"
 #include "activation/checkpoint.h"
 #include "deepshard/models/gpt.h"
-#include "models/gpt_memory.h"
+#include "models/gpt/memory.h"
 
 namespace deepshard::activation {
 namespace {

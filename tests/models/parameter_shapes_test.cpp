@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "models/gpt_memory.h"
+#include "models/gpt/memory.h"
 
 namespace deepshard::models {
 namespace {

@@ -137,7 +137,7 @@ TEST(ActivationCheckpointing, EstimateCommandPrintsActivationsAndLargestMicroBat
   auto r = run_deepshard({"estimate", "--model", "gpt2", "--ranks", "2", "--stage", "3", "--dtype",
                           "fp32", "--budget", "4e9"});
   ASSERT_EQ(r.exit_status, 0) << r.output;
-  // gpt2 at 1024 tokens, fp32 (models/gpt_memory.h): 1.13 GiB without, 132.02 MiB with.
+  // gpt2 at 1024 tokens, fp32 (models/gpt/memory.h): 1.13 GiB without, 132.02 MiB with.
   EXPECT_NE(r.output.find("without checkpointing     1.13 GiB"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("with checkpointing      132.02 MiB"), std::string::npos) << r.output;
   const auto largest = [&](const std::string& label) {

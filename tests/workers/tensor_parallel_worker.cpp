@@ -3,9 +3,9 @@
 // the whole global batch), so the comparison is with the single-rank run step by step, in the same
 // process.
 #include "deepshard/models/parameter_shapes.h"
-#include "models/gpt_memory.h"
-#include "models/tensor_parallel_gpt.h"
-#include "models/tensor_parallel_llama.h"
+#include "models/gpt/memory.h"
+#include "models/gpt/tensor_parallel.h"
+#include "models/llama/tensor_parallel.h"
 #include "parallel/grad_norm.h"
 #include "parallel/model_parallel_counts.h"
 #include "parallel/process_groups.h"

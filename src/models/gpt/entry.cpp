@@ -6,9 +6,9 @@
 #include "deepshard/config/run_config.h"
 #include "deepshard/models/gpt.h"
 #include "deepshard/util/error.h"
-#include "models/gpt_memory.h"
+#include "models/gpt/memory.h"
+#include "models/gpt/tensor_parallel.h"
 #include "models/registry.h"
-#include "models/tensor_parallel_gpt.h"
 
 namespace deepshard::models {
 

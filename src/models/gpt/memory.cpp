@@ -1,4 +1,4 @@
-// estimate_gpt_activations (see gpt_memory.h). B batch, T tokens, C width, H heads, s element
+// estimate_gpt_activations (see gpt/memory.h). B batch, T tokens, C width, H heads, s element
 // size; R = B*T*C*s (one residual-stream tensor), A = B*H*T*T*s (one attention matrix).
 // A block's forward keeps (dropout p = 0): ln_1's output (R) and statistics, the contiguous
 // copies of q, k^T and v that batched matmul makes (3R), the softmax output (A), the re-laid-out
@@ -8,10 +8,11 @@
 // (2A) and the two residual-branch masks (2R). The embedding keeps its sum (R, plus a mask with
 // dropout); the head keeps ln_f's output (R) and the fp32 log-softmax over the vocabulary
 // (B*T*V*4); the logits themselves are freed when the loss returns.
+#include "models/gpt/memory.h"
+
 #include <algorithm>
 
 #include "deepshard/util/error.h"
-#include "models/gpt_memory.h"
 
 namespace deepshard::models {
 

@@ -2,6 +2,8 @@
 // (column-parallel QKV and MLP up projection behind f, row-parallel attention output and MLP down
 // projection before g, the vocabulary-parallel embedding, head and cross-entropy), and its dropout
 // (the one-rank run's masks: models::dropout_slice).
+#include "models/gpt/tensor_parallel.h"
+
 #include <torch/torch.h>
 
 #include "activation/checkpoint.h"
@@ -11,7 +13,6 @@
 #include "models/attention.h"
 #include "models/layer_norm_call.h"
 #include "models/tensor_ops.h"
-#include "models/tensor_parallel_gpt.h"
 
 namespace deepshard::models {
 namespace {

@@ -6,8 +6,8 @@
 #include "deepshard/config/run_config.h"
 #include "deepshard/models/llama.h"
 #include "deepshard/util/error.h"
+#include "models/llama/tensor_parallel.h"
 #include "models/registry.h"
-#include "models/tensor_parallel_llama.h"
 
 namespace deepshard::models {
 

@@ -1,13 +1,14 @@
 // TensorParallelLlama: the in-place sharding of a whole models::Llama and its tensor-parallel
 // forward (column-parallel q/k/v and gate/up projections behind f, row-parallel o and down
 // projections before g, the vocabulary-parallel embedding, head and cross-entropy).
+#include "models/llama/tensor_parallel.h"
+
 #include <torch/torch.h>
 
 #include "activation/checkpoint.h"
 #include "deepshard/util/error.h"
 #include "kernels/linear.h"
 #include "models/tensor_ops.h"
-#include "models/tensor_parallel_llama.h"
 
 namespace deepshard::models {
 namespace {
