@@ -102,7 +102,7 @@ cmd_up() {
   [[ "$subnet" =~ ^10\.[0-9]+\.[0-9]+$ ]] || die "--subnet must look like 10.231.7, got '$subnet'"
   [ ! -e "$(state_file "$name")" ] || die "cluster '$name' exists already (cluster.sh down $name)"
   printf 'subnet=%s\nnodes=%s\n' "$subnet" "$k" >"$(state_file "$name")"
-  trap 'cmd_down "$name"' EXIT # a failure half-way removes what was made
+  trap "cmd_down $name" EXIT # a failure half-way removes what was made (name: letters and digits)
   local sw
   sw="$(switch_ns "$name")"
   ip netns add "$sw" || die "ip netns add $sw failed (is 'ip netns' allowed here?)"
@@ -177,7 +177,7 @@ cmd_run() {
   [ -x "$ds" ] || die "$ds is not an executable (set DEEPSHARD)"
   ds="$(cd "$(dirname "$ds")" && pwd)/$(basename "$ds")"
   in_run=1
-  trap 'cmd_down "$name"' EXIT
+  trap "cmd_down $name" EXIT
   cmd_up "$name" "$k" "${up_args[@]}"
   export DEEPSHARD_JOB_TOKEN="${DEEPSHARD_JOB_TOKEN:-$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')}"
   local master

@@ -76,11 +76,22 @@ int run_doctor_command(const Args& args) {
   std::printf("matmul fp32:      %.1f GFLOP/s (%lldx%lld, %d thread(s))\n", fp32,
               static_cast<long long>(size), static_cast<long long>(size), threads);
   std::fflush(stdout);
-  const double bf16 = train::measure_matmul_gflops(at::kBFloat16, size, 1.0);
-  std::printf("matmul bf16:      %.1f GFLOP/s (libtorch's bf16 kernels)\n", bf16);
+  double bf16 = 0.0;
+  try {
+    bf16 = train::measure_matmul_gflops(at::kBFloat16, size, 1.0);
+    std::printf("matmul bf16:      %.1f GFLOP/s (libtorch's bf16 kernels)\n", bf16);
+  } catch (const std::exception& e) {  // c10::Error, or oneDNN's own dnnl::error
+    const std::string what = e.what();
+    std::printf("matmul bf16:      libtorch's bf16 kernels fail here (%s)\n",
+                what.substr(0, what.find('\n')).c_str());
+  }
   if (bf16_compute.compute == kernels::Bf16Compute::kFp32) {
     // bf16 models multiply in fp32 here: at fp32's matmul speed, with bf16's memory and bytes.
     std::printf("fastest precision: fp32 matmuls either way (bf16 computes in fp32 here)\n");
+    return 0;
+  }
+  if (bf16 == 0.0) {
+    std::printf("fastest precision: fp32 (libtorch's bf16 matmul fails here)\n");
     return 0;
   }
   std::printf("fastest precision: %s (%.2fx the other)\n", bf16 > fp32 ? "bf16" : "fp32",

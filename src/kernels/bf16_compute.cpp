@@ -39,6 +39,12 @@ bool within_fp32_accumulation(const at::Tensor& a, const at::Tensor& b, const at
   return false;
 }
 
+// The first line of an exception's message (c10::Error's next lines are its backtrace).
+std::string first_line(const std::exception& e) {
+  const std::string what = e.what();
+  return what.substr(0, what.find('\n'));
+}
+
 }  // namespace
 
 const char* to_string(Bf16Compute compute) {
@@ -56,13 +62,20 @@ bool libtorch_bf16_matmul_accurate(std::string* detail) {
   const at::Tensor at_ = a.t().contiguous(), bt = b.t().contiguous();  // stored transposed
   const at::Tensor batched_a = values({2, kM, kK});
   torch::NoGradGuard no_grad;
-  return within_fp32_accumulation(a, b, torch::mm(a, b), "mm (NN, as dX = dY W)", detail) &&
-         within_fp32_accumulation(at_.t(), b, torch::mm(at_.t(), b), "mm (TN, as dW = dYᵀ X)",
-                                  detail) &&
-         within_fp32_accumulation(a, bt.t(), torch::mm(a, bt.t()), "mm (NT)", detail) &&
-         within_fp32_accumulation(a, bt.t(), torch::linear(a, bt), "linear (y = x Wᵀ)", detail) &&
-         within_fp32_accumulation(batched_a, b, torch::matmul(batched_a, b),
-                                  "batched matmul (attention)", detail);
+  // A library that cannot multiply bf16 here at all (oneDNN capped below its bf16 kernels by
+  // ONEDNN_MAX_CPU_ISA while libtorch still sends it bf16) fails the check instead of the process.
+  try {
+    return within_fp32_accumulation(a, b, torch::mm(a, b), "mm (NN, as dX = dY W)", detail) &&
+           within_fp32_accumulation(at_.t(), b, torch::mm(at_.t(), b), "mm (TN, as dW = dYᵀ X)",
+                                    detail) &&
+           within_fp32_accumulation(a, bt.t(), torch::mm(a, bt.t()), "mm (NT)", detail) &&
+           within_fp32_accumulation(a, bt.t(), torch::linear(a, bt), "linear (y = x Wᵀ)", detail) &&
+           within_fp32_accumulation(batched_a, b, torch::matmul(batched_a, b),
+                                    "batched matmul (attention)", detail);
+  } catch (const std::exception& e) {  // c10::Error, or oneDNN's own dnnl::error
+    *detail = detail::concat("libtorch's bf16 matmul fails on this machine (", first_line(e), ")");
+    return false;
+  }
 }
 
 Bf16ComputeChoice choose_bf16_compute(std::string_view setting, const platform::CpuInfo& cpu,
