@@ -66,9 +66,8 @@ int run_doctor_command(const Args& args) {
   std::printf("linear layers:    %s\n", platform::dnnl_sgemm_status().c_str());
   std::printf("kernels:          %s\n", platform::kernel_isa_status().c_str());
   // What `deepshard train` chooses without --bf16-compute (DEEPSHARD_BF16_COMPUTE, else auto).
-  const std::optional<std::string>& bf16_env = process_options().bf16_compute;
-  const kernels::Bf16ComputeChoice bf16_compute = kernels::choose_bf16_compute(
-      bf16_env.value_or("auto"), cpu, bf16_env ? "DEEPSHARD_BF16_COMPUTE" : "--bf16-compute");
+  const kernels::Bf16ComputeChoice bf16_compute =
+      bf16_compute_from_environment(process_options(), cpu);
   std::printf("bf16 compute:     %s (%s)\n", kernels::to_string(bf16_compute.compute),
               bf16_compute.reason.c_str());
   std::fflush(stdout);

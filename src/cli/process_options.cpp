@@ -60,4 +60,11 @@ void apply_process_options(const ProcessOptions& options) {
   }
 }
 
+kernels::Bf16ComputeChoice bf16_compute_from_environment(const ProcessOptions& options,
+                                                         const platform::CpuInfo& cpu) {
+  return kernels::choose_bf16_compute(
+      options.bf16_compute.value_or("auto"), cpu,
+      options.bf16_compute ? "DEEPSHARD_BF16_COMPUTE" : "--bf16-compute");
+}
+
 }  // namespace deepshard::cli

@@ -8,7 +8,9 @@
 #include <optional>
 #include <string>
 
+#include "kernels/bf16_compute.h"
 #include "platform/blas_kernels.h"
+#include "platform/cpu_info.h"
 #include "platform/heap_policy.h"
 
 namespace deepshard::cli {
@@ -42,5 +44,10 @@ const ProcessOptions& process_options();
 // their layers (the heap policy and the bf16 compute are `deepshard train`'s). A bad value throws
 // UsageError naming the variable and what it takes.
 void apply_process_options(const ProcessOptions& options);
+
+// How bf16 models multiply without a --bf16-compute flag: DEEPSHARD_BF16_COMPUTE, else auto
+// (kernels/bf16_compute.h), as `deepshard doctor` reports it and `import deepshard` applies it.
+kernels::Bf16ComputeChoice bf16_compute_from_environment(const ProcessOptions& options,
+                                                         const platform::CpuInfo& cpu);
 
 }  // namespace deepshard::cli

@@ -26,8 +26,6 @@
 #include "deepshard/util/error.h"
 #include "deepshard/zero/engine.h"
 #include "deepshard/zero/partitioned_build.h"
-#include "kernels/bf16_compute.h"
-#include "platform/cpu_info.h"
 #include "platform/heap_policy.h"
 #include "python/ops_bindings.h"
 #include "util/log.h"
@@ -254,9 +252,8 @@ PYBIND11_MODULE(_C, m) {
   // use following it, the Linear backend), and the bf16 compute `deepshard train` would choose
   // (DEEPSHARD_BF16_COMPUTE, else auto: kernels/bf16_compute.h) for deepshard's kernels.
   cli::apply_process_options(cli::process_options());
-  const std::optional<std::string>& bf16_env = cli::process_options().bf16_compute;
-  kernels::set_bf16_compute(kernels::choose_bf16_compute(
-      bf16_env.value_or("auto"), platform::detect_cpu(), "DEEPSHARD_BF16_COMPUTE"));
+  kernels::set_bf16_compute(
+      cli::bf16_compute_from_environment(cli::process_options(), platform::detect_cpu()));
 
   m.def(
       "init_distributed",
