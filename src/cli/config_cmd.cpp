@@ -17,7 +17,7 @@ namespace deepshard::cli {
 
 namespace {
 
-const char* const kUsage =
+const char* const kConfigUsage =
     "usage: deepshard config check FILE... [--world-size N] [--run] [--set key.path=value]...\n"
     "\n"
     "Validates DeepSpeed configs and deepshard run files: prints the resolved config (defaults\n"
@@ -97,7 +97,7 @@ bool check_file(const std::string& path, const CheckOptions& options) {
 int run_config_command(const Args& args) {
   ArgParser parser({"world-size", "set"}, {"run", "help"});
   parser.parse(args);
-  if (parser.print_help_if_asked(kUsage)) return 0;
+  if (parser.print_help_if_asked(kConfigUsage)) return 0;
   const std::vector<std::string>& positional = parser.positional();
   DS_CHECK(!positional.empty(), UsageError, "missing subcommand (expected: check)");
   DS_CHECK(positional[0] == "check", UsageError, "unknown subcommand '", positional[0],

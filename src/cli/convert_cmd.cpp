@@ -18,7 +18,7 @@
 namespace deepshard::cli {
 namespace {
 
-const char* kUsage =
+const char* kConvertUsage =
     "usage: deepshard convert CKPT --to safetensors OUT [--dtype fp32|bf16|fp16] [--tag TAG]\n"
     "\n"
     "CKPT is a checkpoint directory (its 'latest' tag, or --tag) or one tag directory. Writes the\n"
@@ -45,7 +45,7 @@ std::string checkpoint_tag_dir(const std::string& path, const std::string& tag) 
 int run_convert_command(const Args& args) {
   ArgParser parser({"to", "dtype", "tag"}, {"help"});
   parser.parse(args);
-  if (parser.print_help_if_asked(kUsage)) return 0;
+  if (parser.print_help_if_asked(kConvertUsage)) return 0;
   DS_CHECK(parser.positional().size() == 2, UsageError,
            "expected CKPT and OUT (deepshard convert CKPT --to safetensors OUT)");
   DS_CHECK(parser.get("to").value_or("") == "safetensors", UsageError,

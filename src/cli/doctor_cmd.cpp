@@ -21,7 +21,7 @@
 namespace deepshard::cli {
 namespace {
 
-const char* kUsage =
+const char* kDoctorUsage =
     "usage: deepshard doctor [--ranks N] [--size S]\n"
     "\n"
     "Prints the CPU model and vector ISA, the OpenBLAS core in use (a generic fallback core on\n"
@@ -40,7 +40,7 @@ const char* kUsage =
 int run_doctor_command(const Args& args) {
   ArgParser parser({"ranks", "size"}, {"help"});
   parser.parse(args);
-  if (parser.print_help_if_asked(kUsage)) return 0;
+  if (parser.print_help_if_asked(kDoctorUsage)) return 0;
   parser.reject_positional();
   const int64_t ranks = parser.get_int("ranks", 1);
   const int64_t size = parser.get_int("size", 1024);

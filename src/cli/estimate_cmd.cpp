@@ -21,7 +21,7 @@
 namespace deepshard::cli {
 namespace {
 
-const char* kUsage =
+const char* kEstimateUsage =
     "usage: deepshard estimate --params P --ranks N [--stage S] [--offload none|cpu|nvme]\n"
     "                          [--offload-param none|cpu|nvme] [--dtype bf16|fp16|fp32]\n"
     "                          [--grad-dtype bf16|fp16|fp32] [--reduce-bucket-size E]\n"
@@ -245,7 +245,7 @@ int run_estimate_command(const Args& args) {
                     "partition"},
                    {"help", "overlap-comm", "no-reduce-scatter", "tie-word-embeddings"});
   parser.parse(args);
-  if (parser.print_help_if_asked(kUsage)) return 0;
+  if (parser.print_help_if_asked(kEstimateUsage)) return 0;
   parser.reject_positional();
   const auto model = model_of(parser);
   const models::ArchEntry* arch = model ? &models::find_arch(model->arch) : nullptr;

@@ -25,7 +25,7 @@
 namespace deepshard::cli {
 namespace {
 
-const char* kUsage =
+const char* kGenerateUsage =
     "usage: deepshard generate (--weights FILE.safetensors | --checkpoint DIR) --prompt TEXT\n"
     "                          [--model PRESET | --config RUN.json] [--max-new-tokens N]\n"
     "                          [--temperature T] [--top-k K] [--seed S] [--bpe-dir DIR]\n"
@@ -65,7 +65,7 @@ int run_generate_command(const Args& args) {
                     "temperature", "top-k", "seed", "bpe-dir"},
                    {"help"});
   parser.parse(args);
-  if (parser.print_help_if_asked(kUsage)) return 0;
+  if (parser.print_help_if_asked(kGenerateUsage)) return 0;
   parser.reject_positional();
   const auto weights = parser.get("weights");
   const auto checkpoint_path = parser.get("checkpoint");

@@ -12,7 +12,7 @@
 namespace deepshard::cli {
 namespace {
 
-const char* kUsage =
+const char* kReportUsage =
     "usage: deepshard report RUN_DIR [RUN_DIR ...] [-o FILE]\n"
     "\n"
     "Writes one self-contained HTML page (no network needed to open it) with plots over steps of\n"
@@ -29,7 +29,7 @@ int run_report_command(const Args& args) {
   for (const auto& a : args) normalized.push_back(a == "-o" ? "--output" : a);
   ArgParser parser({"output"}, {"help"});
   parser.parse(normalized);
-  if (parser.print_help_if_asked(kUsage)) return 0;
+  if (parser.print_help_if_asked(kReportUsage)) return 0;
   const auto& dirs = parser.positional();
   DS_CHECK(!dirs.empty(), UsageError, "report: give at least one run folder");
   std::vector<monitor::ReportRun> runs;

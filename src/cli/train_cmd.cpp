@@ -27,7 +27,7 @@
 namespace deepshard::cli {
 namespace {
 
-const char* kUsage =
+const char* kTrainUsage =
     "usage: deepshard train --config RUN.json [--deepspeed DS.json] [--set key.path=value]...\n"
     "                       [--memory-report] [--bf16-compute auto|native|fp32]\n"
     "\n"
@@ -50,7 +50,7 @@ const char* kUsage =
 int run_train_command(const Args& args) {
   ArgParser parser({"config", "deepspeed", "set", "bf16-compute"}, {"help", "memory-report"});
   parser.parse(args);
-  if (parser.print_help_if_asked(kUsage)) return 0;
+  if (parser.print_help_if_asked(kTrainUsage)) return 0;
   parser.reject_positional();
   const std::string run_path = parser.require("config");
   // OpenBLAS's generic fallback core: re-executes once with the matching kernels (see

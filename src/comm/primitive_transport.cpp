@@ -10,7 +10,7 @@ namespace deepshard::comm {
 namespace {
 
 // What goes on the wire: a flat view, bf16 as the fp16 view of the same bits.
-at::Tensor wire(const at::Tensor& t) {
+at::Tensor wire_view(const at::Tensor& t) {
   at::Tensor flat = t.view({-1});
   return t.scalar_type() == at::kBFloat16 ? flat.view(at::kHalf) : flat;
 }
@@ -44,7 +44,7 @@ Transport::Started PrimitiveTransport::all_reduce(const at::Tensor& tensor, Redu
   if (tensor.scalar_type() == at::kBFloat16 && n > 1) {
     auto gathered = scratch_.acquire(n * numel, tensor.options());
     auto sent = replicated(tensor);
-    Handle handle = alltoall_primitive(wire(gathered->tensor()), wire(sent.tensor));
+    Handle handle = alltoall_primitive(wire_view(gathered->tensor()), wire_view(sent.tensor));
     return {handle, [=, sent = sent] {  // `sent` must outlive the transfer
               reduce_slices(gathered->tensor().view({n, numel}), op, tensor);
             }};
@@ -56,7 +56,7 @@ Transport::Started PrimitiveTransport::all_reduce(const at::Tensor& tensor, Redu
 
 Transport::Started PrimitiveTransport::all_gather(const at::Tensor& out, const at::Tensor& in) {
   auto sent = replicated(in);
-  Handle handle = alltoall_primitive(wire(out), wire(sent.tensor));
+  Handle handle = alltoall_primitive(wire_view(out), wire_view(sent.tensor));
   return {handle, [sent] {}};  // holds the scratch until the transfer is done
 }
 
@@ -64,16 +64,16 @@ Transport::Started PrimitiveTransport::reduce_scatter(const at::Tensor& out, con
                                                       ReduceOp op) {
   const int n = world_size_;
   auto received = scratch_.acquire(in.numel(), in.options());
-  Handle handle = alltoall_primitive(wire(received->tensor()), wire(in));
+  Handle handle = alltoall_primitive(wire_view(received->tensor()), wire_view(in));
   return {handle, [=] { reduce_slices(received->tensor().view({n, out.numel()}), op, out); }};
 }
 
 Transport::Started PrimitiveTransport::all_to_all(const at::Tensor& out, const at::Tensor& in) {
-  return {alltoall_primitive(wire(out), wire(in)), nullptr};
+  return {alltoall_primitive(wire_view(out), wire_view(in)), nullptr};
 }
 
 Transport::Started PrimitiveTransport::broadcast(const at::Tensor& tensor, int root) {
-  return {broadcast_primitive(wire(tensor), root), nullptr};
+  return {broadcast_primitive(wire_view(tensor), root), nullptr};
 }
 
 }  // namespace deepshard::comm

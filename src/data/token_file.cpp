@@ -22,12 +22,12 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "token files are little-endian; a big-endian host needs byte swapping here");
 
-constexpr char kMagic[8] = {'D', 'S', 'T', 'O', 'K', 'E', 'N', 'S'};
-constexpr uint32_t kVersion = 1;
+constexpr char kTokenFileMagic[8] = {'D', 'S', 'T', 'O', 'K', 'E', 'N', 'S'};
+constexpr uint32_t kTokenFileVersion = 1;
 constexpr size_t kHeaderBytes = 64;
 
 struct Header {
-  uint32_t version = kVersion;
+  uint32_t version = kTokenFileVersion;
   uint32_t bytes_per_token = 2;
   uint64_t count = 0;
   uint64_t vocab_size = 0;
@@ -35,7 +35,7 @@ struct Header {
 
 void encode_header(const Header& h, uint8_t* out) {
   std::memset(out, 0, kHeaderBytes);
-  std::memcpy(out, kMagic, sizeof kMagic);
+  std::memcpy(out, kTokenFileMagic, sizeof kTokenFileMagic);
   std::memcpy(out + 8, &h.version, 4);
   std::memcpy(out + 12, &h.bytes_per_token, 4);
   std::memcpy(out + 16, &h.count, 8);
@@ -148,13 +148,14 @@ TokenFile::TokenFile(const std::string& path, int64_t model_vocab_size) : path_(
     DS_CHECK(map != MAP_FAILED, IoError, path, ": mmap failed: ", errno_text());
     map_ = static_cast<const uint8_t*>(map);
 
-    bool magic_ok = map_bytes_ >= sizeof kMagic && std::memcmp(map_, kMagic, sizeof kMagic) == 0;
+    bool magic_ok = map_bytes_ >= sizeof kTokenFileMagic &&
+                    std::memcmp(map_, kTokenFileMagic, sizeof kTokenFileMagic) == 0;
     DS_CHECK(magic_ok, IoError, path, ": not a deepshard token file (bad magic)");
     DS_CHECK(map_bytes_ >= kHeaderBytes, IoError, path, ": truncated: the header needs ",
              kHeaderBytes, " bytes but the file has ", map_bytes_);
     Header h = decode_header(map_);
-    DS_CHECK(h.version == kVersion, IoError, path, ": unsupported format version ", h.version,
-             " (this build reads version ", kVersion, ")");
+    DS_CHECK(h.version == kTokenFileVersion, IoError, path, ": unsupported format version ",
+             h.version, " (this build reads version ", kTokenFileVersion, ")");
     DS_CHECK(h.bytes_per_token == 2 || h.bytes_per_token == 4, IoError, path, ": bad token dtype ",
              h.bytes_per_token, " (expected 2 = uint16 or 4 = uint32)");
     const uint64_t max_vocab = uint64_t{1} << (8 * h.bytes_per_token);

@@ -24,7 +24,7 @@ namespace {
 std::string errno_text(int err) { return std::strerror(err); }
 
 std::string gib(int64_t bytes) {
-  return detail::concat(static_cast<double>(bytes) / (1024.0 * 1024 * 1024), " GiB");
+  return deepshard::detail::concat(static_cast<double>(bytes) / (1024.0 * 1024 * 1024), " GiB");
 }
 
 }  // namespace
@@ -38,7 +38,8 @@ SwapFile::SwapFile(std::string path, int64_t bytes) : path_(std::move(path)), si
     DS_CHECK(err != EINVAL, IoError, "swap file ", path_,
              ": the filesystem refuses direct I/O (O_DIRECT; ramfs, or tmpfs before Linux 6.6): "
              "choose an nvme_path on a disk filesystem (ext4, xfs)");
-    throw IoError(detail::concat("swap file ", path_, ": cannot create: ", errno_text(err)));
+    throw IoError(
+        deepshard::detail::concat("swap file ", path_, ": cannot create: ", errno_text(err)));
   }
   if (bytes == 0) return;
   // Reserve the space now: a full disk is an error here, before training, not a failed write later.
@@ -49,8 +50,9 @@ SwapFile::SwapFile(std::string path, int64_t bytes) : path_(std::move(path)), si
     ::close(fd_);
     ::unlink(path_.c_str());
     fd_ = -1;
-    throw IoError(detail::concat("swap file ", path_, ": cannot reserve ", bytes, " bytes (",
-                                 gib(bytes), "; ", free, " bytes free): ", errno_text(rc)));
+    throw IoError(deepshard::detail::concat("swap file ", path_, ": cannot reserve ", bytes,
+                                            " bytes (", gib(bytes), "; ", free,
+                                            " bytes free): ", errno_text(rc)));
   }
 }
 
@@ -94,9 +96,10 @@ SwapDir::SwapDir(const std::string& root, const std::string& run, int rank, int6
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     ::close(lock_fd_);
     lock_fd_ = -1;
-    throw IoError(detail::concat("swap folder ", path_,
-                                 " is in use by another running process (a run with the same "
-                                 "name and rank): give this run another name or nvme_path"));
+    throw IoError(
+        deepshard::detail::concat("swap folder ", path_,
+                                  " is in use by another running process (a run with the same "
+                                  "name and rank): give this run another name or nvme_path"));
   }
   // Whatever else is here was left by a run that crashed: replace it.
   int stale = 0;

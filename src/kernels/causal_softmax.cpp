@@ -8,6 +8,7 @@
 #include "kernels/causal_softmax_rows.h"
 #include "kernels/fused_ops.h"
 #include "kernels/simd.h"
+#include "kernels/tensor_data.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -87,11 +88,6 @@ DS_SIMD_KERNEL(backward_bf16,
     softmax_grad_row(buf, buf + cols, buf + 2 * cols, std::min(cols, r % t + 1), cols, scale);
     for (int64_t j = 0; j < cols; ++j) dx[r * cols + j] = float_to_bf16(buf[2 * cols + j]);
   }
-}
-
-template <typename T>
-T* ptr(const at::Tensor& t) {
-  return reinterpret_cast<T*>(t.data_ptr());
 }
 
 struct CausalSoftmax : torch::autograd::Function<CausalSoftmax> {

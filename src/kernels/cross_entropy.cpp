@@ -7,6 +7,7 @@
 #include "deepshard/util/error.h"
 #include "kernels/fused_ops.h"
 #include "kernels/simd.h"
+#include "kernels/tensor_data.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -58,11 +59,6 @@ DS_SIMD_KERNEL(backward_bf16,
       dx[r * v + j] = float_to_bf16(g * (p - (j == t ? 1.0f : 0.0f)));
     }
   }
-}
-
-template <typename T>
-T* ptr(const at::Tensor& t) {
-  return reinterpret_cast<T*>(t.data_ptr());
 }
 
 struct CrossEntropy : torch::autograd::Function<CrossEntropy> {

@@ -4,6 +4,7 @@
 
 #include "kernels/fused_ops.h"
 #include "kernels/simd.h"
+#include "kernels/tensor_data.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -51,11 +52,6 @@ void for_chunks(const at::Tensor& like, F32 f32, BF16 bf16) {
       bf16(begin, end - begin);
     }
   });
-}
-
-template <typename T>
-T* ptr(const at::Tensor& t) {
-  return reinterpret_cast<T*>(t.data_ptr());
 }
 
 struct GeluTanh : torch::autograd::Function<GeluTanh> {

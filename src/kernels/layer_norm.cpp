@@ -7,6 +7,7 @@
 #include "deepshard/util/error.h"
 #include "kernels/fused_ops.h"
 #include "kernels/simd.h"
+#include "kernels/tensor_data.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -88,11 +89,6 @@ DS_SIMD_KERNEL(backward_bf16,
     row_backward(buf, buf + c, w, buf + 2 * c, dw, db, c, mean[r], rstd[r]);
     for (int64_t j = 0; j < c; ++j) dx[r * c + j] = float_to_bf16(buf[2 * c + j]);
   }
-}
-
-template <typename T>
-T* ptr(const at::Tensor& t) {
-  return reinterpret_cast<T*>(t.data_ptr());
 }
 
 struct LayerNorm : torch::autograd::Function<LayerNorm> {

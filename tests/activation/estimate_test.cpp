@@ -13,7 +13,7 @@
 #include "models/gpt/memory.h"
 
 namespace deepshard::activation {
-namespace {
+namespace estimate_test {
 
 // The meter's kept peak over one pass; `ckpt` null: no checkpointing (then the forward alone:
 // its end is the peak).
@@ -85,5 +85,5 @@ TEST(ActivationEstimate, DropoutAndNumberCheckpoints) {
                 0.10, "dropout 0.1, plain");
 }
 
-}  // namespace
+}  // namespace estimate_test
 }  // namespace deepshard::activation

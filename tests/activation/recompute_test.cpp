@@ -11,7 +11,7 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::activation {
-namespace {
+namespace recompute_test {
 
 models::GptConfig tiny(double dropout) {
   models::GptConfig c;
@@ -268,5 +268,5 @@ TEST(ActivationMeter, CheckpointingKeepsLessThanPlainTraining) {
   EXPECT_LT(recomputed, plain);
 }
 
-}  // namespace
+}  // namespace recompute_test
 }  // namespace deepshard::activation

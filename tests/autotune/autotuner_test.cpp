@@ -14,7 +14,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace autotuner_test {
 
 using nlohmann::json;
 
@@ -150,5 +150,5 @@ TEST(Autotuner, TunesTheTinyGptWithRealRanks) {
   EXPECT_LE(new_runs, 3);  // at most one per stage
 }
 
-}  // namespace
+}  // namespace autotuner_test
 }  // namespace deepshard::testing

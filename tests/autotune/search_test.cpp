@@ -15,7 +15,7 @@
 #include "zero/estimator.h"
 
 namespace deepshard::autotune {
-namespace {
+namespace search_test {
 
 using nlohmann::json;
 
@@ -194,5 +194,5 @@ TEST(MemoryFit, LargestFitByMeasuredPeaks) {
   EXPECT_EQ(largest_fit_by_measured_peaks(peaks, 1950 * MiB), std::nullopt);  // nothing more fits
 }
 
-}  // namespace
+}  // namespace search_test
 }  // namespace deepshard::autotune

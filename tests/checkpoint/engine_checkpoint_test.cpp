@@ -11,7 +11,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::checkpoint {
-namespace {
+namespace engine_checkpoint_test {
 
 namespace fs = std::filesystem;
 
@@ -116,5 +116,5 @@ TEST_F(EngineCheckpointTest, RecordNames) {
   EXPECT_EQ(shard_file_name(3), "rank_00003");
 }
 
-}  // namespace
+}  // namespace engine_checkpoint_test
 }  // namespace deepshard::checkpoint

@@ -15,7 +15,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::checkpoint {
-namespace {
+namespace safetensors_test {
 
 namespace fs = std::filesystem;
 
@@ -155,5 +155,5 @@ TEST_F(SafetensorsTest, ReportsShortFiles) {
             std::string::npos);
 }
 
-}  // namespace
+}  // namespace safetensors_test
 }  // namespace deepshard::checkpoint

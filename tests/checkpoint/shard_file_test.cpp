@@ -17,7 +17,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::checkpoint {
-namespace {
+namespace shard_file_test {
 
 namespace fs = std::filesystem;
 
@@ -143,5 +143,5 @@ TEST_F(ShardFileTest, WrongMagicAndVersionAreReported) {
       << read_error();
 }
 
-}  // namespace
+}  // namespace shard_file_test
 }  // namespace deepshard::checkpoint

@@ -14,7 +14,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::checkpoint {
-namespace {
+namespace tag_directory_test {
 
 namespace fs = std::filesystem;
 
@@ -84,5 +84,5 @@ TEST_F(TagDirectoryTest, RejectsBadTagsAndADanglingLatest) {
   }
 }
 
-}  // namespace
+}  // namespace tag_directory_test
 }  // namespace deepshard::checkpoint

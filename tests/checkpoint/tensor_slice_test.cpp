@@ -16,7 +16,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::checkpoint {
-namespace {
+namespace tensor_slice_test {
 
 // Rank `slice.rank`'s slice of `whole`, cut as the tensor-parallel models cut it.
 at::Tensor cut(const at::Tensor& whole, const TensorSlice& slice) {
@@ -123,5 +123,5 @@ TEST(TensorSlice, SavedAtTwoReadAtFour) {
   EXPECT_THROW(reader.read_ranges("w", StateKind::kFp32, {{4, 8}, {2, 3}}), IoError);
 }
 
-}  // namespace
+}  // namespace tensor_slice_test
 }  // namespace deepshard::checkpoint

@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 namespace deepshard::cli {
-namespace {
+namespace environment_test {
 
 constexpr const char* kHeapVariables[] = {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
                                           "MALLOC_TOP_PAD_", "GLIBC_TUNABLES"};
@@ -26,5 +26,5 @@ TEST(ProcessEnvironment, NamesTheUsersOwnHeapSetting) {
   for (const char* name : kHeapVariables) ::unsetenv(name);
 }
 
-}  // namespace
+}  // namespace environment_test
 }  // namespace deepshard::cli

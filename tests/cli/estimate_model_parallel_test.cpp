@@ -9,7 +9,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::testing {
-namespace {
+namespace estimate_model_parallel_test {
 
 TEST(EstimateModelParallel, GptTensor2Pipeline2) {
   auto r = run_deepshard({"estimate", "--model", "tiny", "--ranks", "8", "--tensor", "2",
@@ -73,5 +73,5 @@ TEST(EstimateModelParallel, Refusals) {
   }
 }
 
-}  // namespace
+}  // namespace estimate_model_parallel_test
 }  // namespace deepshard::testing

@@ -7,12 +7,12 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "monitor/html_report.h"
 #include "deepshard/util/error.h"
+#include "monitor/html_report.h"
 #include "support/test_support.h"
 
 namespace deepshard::testing {
-namespace {
+namespace report_test {
 
 const char* kChromium = "/usr/bin/chromium";
 
@@ -20,23 +20,22 @@ void write_run(const std::string& dir, int stage, bool bf16, double speed) {
   std::filesystem::create_directories(dir);
   std::string lines;
   for (int step = 1; step <= 40; ++step) {
-    nlohmann::json r = {{"step", step},
-                        {"loss", 5.5 / (1 + 0.05 * step)},
-                        {"lr", 1e-3 * std::min(1.0, step / 10.0)},
-                        {"grad_norm", 1.0},
-                        {"loss_scale", step < 20 ? 65536.0 : 32768.0},
-                        {"skipped", step == 20},
-                        {"tokens_per_s", speed + step},
-                        {"mfu", speed / 1e5},
-                        {"step_time_s", 0.5},
-                        {"comm_wait_s", 0.05 * stage + 0.01},
-                        {"comm_wait_share", (0.05 * stage + 0.01) / 0.5},
-                        {"comm_bytes", 1000000},
-                        {"rss_bytes", 300 << 20},
-                        {"memory",
-                         {{"parameters", (bf16 ? 20 : 40) << 20},
-                          {"gradients", 40 << 20},
-                          {"rss", 300 << 20}}}};
+    nlohmann::json r = {
+        {"step", step},
+        {"loss", 5.5 / (1 + 0.05 * step)},
+        {"lr", 1e-3 * std::min(1.0, step / 10.0)},
+        {"grad_norm", 1.0},
+        {"loss_scale", step < 20 ? 65536.0 : 32768.0},
+        {"skipped", step == 20},
+        {"tokens_per_s", speed + step},
+        {"mfu", speed / 1e5},
+        {"step_time_s", 0.5},
+        {"comm_wait_s", 0.05 * stage + 0.01},
+        {"comm_wait_share", (0.05 * stage + 0.01) / 0.5},
+        {"comm_bytes", 1000000},
+        {"rss_bytes", 300 << 20},
+        {"memory",
+         {{"parameters", (bf16 ? 20 : 40) << 20}, {"gradients", 40 << 20}, {"rss", 300 << 20}}}};
     if (step % 10 == 0) r["val_loss"] = 5.6 / (1 + 0.05 * step);
     lines += r.dump() + "\n";
   }
@@ -136,5 +135,5 @@ TEST(Report, DrawsEveryChartInHeadlessChromium) {
   EXPECT_GT(std::filesystem::file_size(shot), 10000u);
 }
 
-}  // namespace
+}  // namespace report_test
 }  // namespace deepshard::testing

@@ -15,7 +15,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace cluster_train_test {
 
 constexpr int64_t kSteps = 12;
 constexpr int64_t kGlobalBatch = 8;
@@ -138,5 +138,5 @@ TEST(ClusterTopology, ASlowLinkNamesTheRankEveryoneWaitsFor) {
 INSTANTIATE_TEST_SUITE_P(Stages, ClusterTrain, ::testing::Values(0, 1, 2, 3),
                          [](const auto& info) { return "Stage" + std::to_string(info.param); });
 
-}  // namespace
+}  // namespace cluster_train_test
 }  // namespace deepshard::testing

@@ -17,7 +17,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace link_cut_test {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -126,5 +126,5 @@ TEST(LinkCut, EveryRankStopsNamingWhatItLostAndTheCheckpointResumes) {
       static_cast<long long>(kSteps));
 }
 
-}  // namespace
+}  // namespace link_cut_test
 }  // namespace deepshard::testing

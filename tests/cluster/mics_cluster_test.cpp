@@ -22,7 +22,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace mics_cluster_test {
 
 constexpr int64_t kSteps = 20;
 
@@ -84,5 +84,5 @@ TEST(MicsCluster, ShardGroupsPerNodeReproducePlainStage3AndCrossLess) {
   // 2-hop gather would send fewer bytes across nodes than the flat one; measured equal.
 }
 
-}  // namespace
+}  // namespace mics_cluster_test
 }  // namespace deepshard::testing

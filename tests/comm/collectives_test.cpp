@@ -13,7 +13,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::comm {
-namespace {
+namespace collectives_test {
 
 std::string worker() { return testing::binary_dir() + "/tests/ds_comm_worker"; }
 
@@ -150,5 +150,5 @@ TEST(Rendezvous, NobodyAtTheStoreIsACommErrorNamingAddressPortAndRank) {
 
 TEST(Rendezvous, StoreHostWaitingForMissingRanksFails) { expect_rendezvous_failure(0, 3); }
 
-}  // namespace
+}  // namespace collectives_test
 }  // namespace deepshard::comm

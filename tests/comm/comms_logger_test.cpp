@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace deepshard::comm {
-namespace {
+namespace comms_logger_test {
 
 TEST(CommsLogger, BandwidthFollowsNcclTestsFormulas) {
   // 1 GB in one second is 8 Gbps of algorithm bandwidth for a broadcast.
@@ -63,5 +63,5 @@ TEST(CommsLogger, TableFromTheCommLogsDetail) {
   EXPECT_EQ(step.at("all_gather").at(1024).latencies, std::vector<double>{0.003});
 }
 
-}  // namespace
+}  // namespace comms_logger_test
 }  // namespace deepshard::comm

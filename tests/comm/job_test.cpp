@@ -21,7 +21,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::comm {
-namespace {
+namespace job_test {
 
 using Clock = std::chrono::steady_clock;
 using testing::read_file;
@@ -240,5 +240,5 @@ TEST(JobStore, APortAlreadyTakenIsAnErrorNamingIt) {
   ::close(fd);
 }
 
-}  // namespace
+}  // namespace job_test
 }  // namespace deepshard::comm

@@ -7,7 +7,7 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::comm {
-namespace {
+namespace local_group_test {
 
 std::unique_ptr<Group> local_group() {
   return Group::create(RendezvousInfo{}, std::chrono::milliseconds(1000));
@@ -100,5 +100,5 @@ TEST(LocalGroup, CreateRejectsAnInconsistentRendezvous) {
   EXPECT_THROW(Group::create(info, std::chrono::milliseconds(100)), CommError);
 }
 
-}  // namespace
+}  // namespace local_group_test
 }  // namespace deepshard::comm

@@ -3,15 +3,16 @@
 // against a reference written with plain tensor ops (QR for the orthogonalisation), error feedback
 // (the transmitted updates add up to the true gradients minus a bounded residual), and the
 // checkpoint state round trip.
+#include "comm/powersgd.h"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
-#include "comm/powersgd.h"
 #include "deepshard/util/error.h"
 
 namespace deepshard::comm {
-namespace {
+namespace powersgd_test {
 
 std::unique_ptr<Group> local_group() {
   return Group::create(RendezvousInfo{}, std::chrono::milliseconds(1000));
@@ -124,9 +125,10 @@ TEST(PowerSgd, ErrorFeedbackMakesTheTransmittedSumConverge) {
   };
   const double with_10 = run(true, 10), with_1000 = run(true, 1000);
   const double without_1000 = run(false, 1000);
-  std::printf("relative gap of the sums: error feedback %.4f (10 steps), %.4f (1000 steps); "
-              "without %.4f (1000 steps)\n",
-              with_10, with_1000, without_1000);
+  std::printf(
+      "relative gap of the sums: error feedback %.4f (10 steps), %.4f (1000 steps); "
+      "without %.4f (1000 steps)\n",
+      with_10, with_1000, without_1000);
   EXPECT_LT(with_1000, with_10 / 5);
   EXPECT_LT(with_1000, 0.05);
   EXPECT_GT(without_1000, 0.2);
@@ -156,10 +158,11 @@ TEST(PowerSgd, StateRoundTripContinuesIdentically) {
     resumed.all_reduce_mean(g, s);
     EXPECT_TRUE(at::equal(g, out_a[s])) << "step " << s;
   }
-  EXPECT_THROW(resumed.load_state({{"error", at::zeros({3})}, {"q", at::zeros({84})},
+  EXPECT_THROW(resumed.load_state({{"error", at::zeros({3})},
+                                   {"q", at::zeros({84})},
                                    {"q_ready", at::ones({1}, at::kLong)}}),
                Error);
 }
 
-}  // namespace
+}  // namespace powersgd_test
 }  // namespace deepshard::comm

@@ -11,7 +11,7 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::comm {
-namespace {
+namespace rendezvous_test {
 
 const char* const kVariables[] = {"MASTER_ADDR",
                                   "MASTER_PORT",
@@ -205,5 +205,5 @@ TEST_F(RendezvousEnv, SlurmOnOneNodeDefaultsTheStoreAddress) {
   EXPECT_NE(error().find("SLURM_NTASKS='x'"), std::string::npos) << error();
 }
 
-}  // namespace
+}  // namespace rendezvous_test
 }  // namespace deepshard::comm

@@ -6,7 +6,7 @@
 #include "config/config_test_helpers.h"
 
 namespace deepshard::config {
-namespace {
+namespace auto_test {
 
 using namespace deepshard::config::testing;
 using nlohmann::json;
@@ -149,5 +149,5 @@ TEST(Auto, PrecisionMustMatchTheDeepSpeedKeys) {
   EXPECT_FALSE(p.config.bf16.enabled);
 }
 
-}  // namespace
+}  // namespace auto_test
 }  // namespace deepshard::config

@@ -6,7 +6,7 @@
 #include "config/config_test_helpers.h"
 
 namespace deepshard::config {
-namespace {
+namespace autotuning_section_test {
 
 using namespace deepshard::config::testing;
 using nlohmann::json;
@@ -117,5 +117,5 @@ TEST(AutotuningSection, KeysWithoutEffectWarnByName) {
   EXPECT_TRUE(any_contains(p.warnings, "autotuning.model_info"));
 }
 
-}  // namespace
+}  // namespace autotuning_section_test
 }  // namespace deepshard::config

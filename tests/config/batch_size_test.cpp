@@ -7,7 +7,7 @@
 #include "config/config_test_helpers.h"
 
 namespace deepshard::config {
-namespace {
+namespace batch_size_test {
 
 using namespace deepshard::config::testing;
 using nlohmann::json;
@@ -97,5 +97,5 @@ TEST(BatchTriple, IntegralFloatsCount) {
   EXPECT_EQ(p.config.train_micro_batch_size_per_gpu, 4);
 }
 
-}  // namespace
+}  // namespace batch_size_test
 }  // namespace deepshard::config

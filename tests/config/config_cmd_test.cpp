@@ -6,7 +6,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::config {
-namespace {
+namespace config_cmd_test {
 
 using deepshard::testing::run_deepshard;
 using deepshard::testing::TempDir;
@@ -70,10 +70,10 @@ TEST_F(ConfigCheck, OverridesAndRunFiles) {
   EXPECT_TRUE(contains(result.output, "parsed as a run file")) << result.output;
   EXPECT_TRUE(contains(result.output, "not supported yet: wandb.enabled"));
 
-  result = run_deepshard({"config", "check", path, "--set", "zero_optimization.stage=0", "--set",
-                          "zero_optimization.offload_optimizer.device=none", "--set",
-                          "wandb.enabled=false"},
-                         60);
+  result = run_deepshard(
+      {"config", "check", path, "--set", "zero_optimization.stage=0", "--set",
+       "zero_optimization.offload_optimizer.device=none", "--set", "wandb.enabled=false"},
+      60);
   EXPECT_EQ(result.exit_status, 0) << result.output;
   EXPECT_TRUE(contains(result.output, "\"n_embd\": 128")) << result.output;  // tiny preset
 
@@ -109,5 +109,5 @@ TEST_F(ConfigCheck, UsageAndBadOptions) {
       << missing.output;
 }
 
-}  // namespace
+}  // namespace config_cmd_test
 }  // namespace deepshard::config

@@ -14,7 +14,7 @@
 #include "config/key_status.h"
 
 namespace deepshard::config {
-namespace {
+namespace config_doc_test {
 
 using nlohmann::json;
 
@@ -106,5 +106,5 @@ TEST(ConfigDoc, TheKeyTableSaysWhatTheCodeDoes) {
   }
 }
 
-}  // namespace
+}  // namespace config_doc_test
 }  // namespace deepshard::config

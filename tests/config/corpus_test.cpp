@@ -11,7 +11,7 @@
 #include "util/strings.h"
 
 namespace deepshard::config {
-namespace {
+namespace corpus_test {
 
 using namespace deepshard::config::testing;
 using nlohmann::json;
@@ -200,5 +200,5 @@ TEST(Corpus, TransformersZero3) {
                        "10 (write \"auto\" or make them equal)"}));
 }
 
-}  // namespace
+}  // namespace corpus_test
 }  // namespace deepshard::config

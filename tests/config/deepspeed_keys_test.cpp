@@ -24,7 +24,7 @@
 #include "deepshard/config/parallel_config.h"
 
 namespace deepshard::config {
-namespace {
+namespace deepspeed_keys_test {
 
 using namespace deepshard::config::testing;
 using nlohmann::json;
@@ -236,5 +236,5 @@ TEST(DeepSpeedKeys, NoneIsSilent) {
   EXPECT_GT(counts[0], 80);
 }
 
-}  // namespace
+}  // namespace deepspeed_keys_test
 }  // namespace deepshard::config

@@ -9,7 +9,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::config {
-namespace {
+namespace json_io_test {
 
 using deepshard::testing::TempDir;
 using deepshard::testing::write_file;
@@ -104,5 +104,5 @@ TEST(ApplyOverride, RejectsMalformedAssignments) {
   }
 }
 
-}  // namespace
+}  // namespace json_io_test
 }  // namespace deepshard::config

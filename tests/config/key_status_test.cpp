@@ -12,7 +12,7 @@
 #include "config/config_test_helpers.h"
 
 namespace deepshard::config {
-namespace {
+namespace key_status_test {
 
 using namespace deepshard::config::testing;
 using nlohmann::json;
@@ -133,5 +133,5 @@ TEST(KeyStatus, DefaultsDrawNoIgnoredKeyWarning) {
     EXPECT_EQ(w.find("accepted but ignored"), std::string::npos) << w;
 }
 
-}  // namespace
+}  // namespace key_status_test
 }  // namespace deepshard::config

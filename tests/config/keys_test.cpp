@@ -7,7 +7,7 @@
 #include "util/strings.h"
 
 namespace deepshard::config {
-namespace {
+namespace keys_test {
 
 using namespace deepshard::config::testing;
 using nlohmann::json;
@@ -363,11 +363,11 @@ TEST(Errors, EveryErrorOfTheFileIsReportedOnce) {
   EXPECT_EQ(lines[3].rfind("test.json: fp16.enabled: expected a boolean", 0), 0u);
 }
 
-}  // namespace
+}  // namespace keys_test
 }  // namespace deepshard::config
 
 namespace deepshard::config {
-namespace {
+namespace keys_test {
 
 using namespace deepshard::config::testing;
 
@@ -407,5 +407,5 @@ TEST(TopLevelKeys, LogLevelTakesDeepSpeedsNames) {
             std::string::npos);
 }
 
-}  // namespace
+}  // namespace keys_test
 }  // namespace deepshard::config

@@ -6,7 +6,7 @@
 #include "config/config_test_helpers.h"
 
 namespace deepshard::config {
-namespace {
+namespace mics_check_test {
 
 using namespace deepshard::config::testing;
 using nlohmann::json;
@@ -75,5 +75,5 @@ TEST(MicsConfig, CombinationsNotBuiltAreRefusedNamingTheKeys) {
   EXPECT_NE(tp.find("MiCS with pipeline or tensor parallelism"), std::string::npos) << tp;
 }
 
-}  // namespace
+}  // namespace mics_check_test
 }  // namespace deepshard::config

@@ -10,7 +10,7 @@
 #include "util/strings.h"
 
 namespace deepshard::config {
-namespace {
+namespace run_config_test {
 
 using deepshard::testing::TempDir;
 using deepshard::testing::write_file;
@@ -235,5 +235,5 @@ TEST(ModelPreset, ExplicitSizesOverrideAndUnknownPresetsFail) {
   }
 }
 
-}  // namespace
+}  // namespace run_config_test
 }  // namespace deepshard::config

@@ -13,7 +13,7 @@
 #include "util/strings.h"
 
 namespace deepshard::config {
-namespace {
+namespace schema_test {
 
 using namespace deepshard::config::testing;
 using nlohmann::json;
@@ -176,5 +176,5 @@ TEST(Schema, ResolvedConfigParsesBackToTheSameConfig) {
   EXPECT_TRUE(again.warnings.empty());
 }
 
-}  // namespace
+}  // namespace schema_test
 }  // namespace deepshard::config

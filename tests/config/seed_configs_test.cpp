@@ -10,7 +10,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::config {
-namespace {
+namespace seed_configs_test {
 
 using namespace deepshard::config::testing;
 using Lines = std::vector<std::string>;
@@ -105,5 +105,5 @@ TEST(SeedConfigs, Hybrid3d) {
       << two.errors[0];
 }
 
-}  // namespace
+}  // namespace seed_configs_test
 }  // namespace deepshard::config

@@ -6,7 +6,7 @@
 #include "config/config_test_helpers.h"
 
 namespace deepshard::config {
-namespace {
+namespace support_test {
 
 using namespace deepshard::config::testing;
 using nlohmann::json;
@@ -184,5 +184,5 @@ TEST(Unsupported, MonitorsAndProfilersAreSupported) {
                   .empty());
 }
 
-}  // namespace
+}  // namespace support_test
 }  // namespace deepshard::config

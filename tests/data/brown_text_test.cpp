@@ -7,7 +7,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::data {
-namespace {
+namespace brown_text_test {
 
 using testing::TempDir;
 using testing::write_file;
@@ -121,5 +121,5 @@ TEST(ReadTextFile, MissingOrEmptyFileIsAnIoErrorNamingIt) {
   EXPECT_THROW(read_text_file(dir.path()), IoError);  // a directory
 }
 
-}  // namespace
+}  // namespace brown_text_test
 }  // namespace deepshard::data

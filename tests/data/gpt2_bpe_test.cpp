@@ -11,7 +11,7 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::data {
-namespace {
+namespace gpt2_bpe_test {
 
 const Gpt2Tokenizer& tokenizer() {
   static const Gpt2Tokenizer t;  // third_party/gpt2_bpe of this checkout
@@ -161,5 +161,5 @@ TEST(Gpt2Bpe, MissingFilesAreNamed) {
   }
 }
 
-}  // namespace
+}  // namespace gpt2_bpe_test
 }  // namespace deepshard::data

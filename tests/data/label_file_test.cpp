@@ -16,7 +16,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::data {
-namespace {
+namespace label_file_test {
 
 using testing::read_file;
 using testing::run_deepshard;
@@ -185,5 +185,5 @@ TEST(LabelFile, BadOrMismatchedFilesNameTheFileAndLine) {
       std::string::npos);
 }
 
-}  // namespace
+}  // namespace label_file_test
 }  // namespace deepshard::data

@@ -7,7 +7,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::data {
-namespace {
+namespace prepare_data_cmd_test {
 
 using testing::run_deepshard;
 using testing::TempDir;
@@ -85,5 +85,5 @@ TEST(PrepareDataCommand, MissingInputFails) {
   EXPECT_NE(r.output.find(dir.file("nope.txt") + ": no such file"), std::string::npos) << r.output;
 }
 
-}  // namespace
+}  // namespace prepare_data_cmd_test
 }  // namespace deepshard::data

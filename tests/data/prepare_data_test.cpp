@@ -11,7 +11,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::data {
-namespace {
+namespace prepare_data_test {
 
 using testing::TempDir;
 using testing::write_file;
@@ -147,5 +147,5 @@ TEST(PrepareData, Errors) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("o.bin")));  // nothing written on failure
 }
 
-}  // namespace
+}  // namespace prepare_data_test
 }  // namespace deepshard::data

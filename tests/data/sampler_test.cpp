@@ -15,7 +15,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::data {
-namespace {
+namespace sampler_test {
 
 using testing::TempDir;
 
@@ -189,5 +189,5 @@ TEST(Sampler, RejectsABadRankOrSizes) {
   EXPECT_THROW(ok.batch(0, 2), Error);  // micro-step outside gradient accumulation
 }
 
-}  // namespace
+}  // namespace sampler_test
 }  // namespace deepshard::data

@@ -12,7 +12,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::data {
-namespace {
+namespace token_file_test {
 
 using testing::read_file;
 using testing::TempDir;
@@ -221,5 +221,5 @@ TEST_F(TokenFileErrors, TokenOutsideTheModelVocabulary) {
       dir_.file("big.bin") + ": token 300 at index 23 is outside the model's vocabulary (256)");
 }
 
-}  // namespace
+}  // namespace token_file_test
 }  // namespace deepshard::data

@@ -6,7 +6,7 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::data {
-namespace {
+namespace tokenizer_test {
 
 TEST(ByteTokenizer, EncodesBytesAndDecodesLosslessly) {
   ByteTokenizer tok;
@@ -26,5 +26,5 @@ TEST(ByteTokenizer, DecodeRejectsTokensOutsideTheVocabulary) {
   EXPECT_THROW(tok.decode({-1}), Error);
 }
 
-}  // namespace
+}  // namespace tokenizer_test
 }  // namespace deepshard::data

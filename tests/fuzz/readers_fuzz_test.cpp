@@ -23,7 +23,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::fuzz {
-namespace {
+namespace readers_fuzz_test {
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -176,5 +176,5 @@ TEST(FuzzReaders, TokenFile) {
   EXPECT_GT(t.refused, 0);
 }
 
-}  // namespace
+}  // namespace readers_fuzz_test
 }  // namespace deepshard::fuzz

@@ -15,7 +15,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::io {
-namespace {
+namespace async_io_test {
 
 using deepshard::testing::TempDir;
 using testing::fill_pattern;
@@ -154,5 +154,5 @@ TEST(AsyncIo, RefusesBadOptionsNamingTheAioKey) {
   }
 }
 
-}  // namespace
+}  // namespace async_io_test
 }  // namespace deepshard::io

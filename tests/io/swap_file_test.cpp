@@ -14,7 +14,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::io {
-namespace {
+namespace swap_file_test {
 
 namespace fs = std::filesystem;
 using deepshard::testing::TempDir;
@@ -114,5 +114,5 @@ TEST(SwapFile, AFullFilesystemRefusesTheFileWhenItIsCreated) {
   EXPECT_FALSE(fs::exists(dir.path() + "/big.swp"));
 }
 
-}  // namespace
+}  // namespace swap_file_test
 }  // namespace deepshard::io

@@ -21,7 +21,7 @@
 #include "support/scoped_bf16_compute.h"
 
 namespace deepshard::kernels {
-namespace {
+namespace bf16_compute_test {
 
 platform::CpuInfo cpu_with(bool avx512_bf16, bool amx_bf16) {
   platform::CpuInfo cpu;
@@ -183,5 +183,5 @@ TEST(Bf16Compute, NativeKeepsLibtorch) {
   EXPECT_TRUE(torch::equal(kernels::matmul(a, w.t()), torch::matmul(a, w.t())));
 }
 
-}  // namespace
+}  // namespace bf16_compute_test
 }  // namespace deepshard::kernels

@@ -19,7 +19,7 @@
 #include "support/scoped_bf16_compute.h"
 
 namespace deepshard::kernels {
-namespace {
+namespace causal_attention_test {
 
 at::Tensor reference_attention(const at::Tensor& qkv, int64_t n_head) {
   const int64_t batch = qkv.size(0), seq = qkv.size(1), width = qkv.size(2) / 3;
@@ -106,5 +106,5 @@ TEST_P(BlockedAttention, RefusesWhatItDoesNotHandle) {
 
 INSTANTIATE_TEST_SUITE_P(Isas, BlockedAttention, testing::kAllKernelIsas, testing::KernelIsaName);
 
-}  // namespace
+}  // namespace causal_attention_test
 }  // namespace deepshard::kernels

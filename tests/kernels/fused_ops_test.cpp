@@ -14,7 +14,7 @@
 #include "support/kernel_isa_test.h"
 
 namespace deepshard::kernels {
-namespace {
+namespace fused_ops_test {
 
 // max |a - b| <= atol + rtol * max |b|
 at::Tensor reference_causal_softmax(const at::Tensor& s, double scale) {
@@ -143,5 +143,5 @@ TEST(FusedOps, ATargetOutsideTheVocabularyIsAnError) {
                std::exception);
 }
 
-}  // namespace
+}  // namespace fused_ops_test
 }  // namespace deepshard::kernels

@@ -20,7 +20,7 @@
 #include "support/kernel_isa_test.h"
 
 namespace deepshard::kernels {
-namespace {
+namespace int8_quantize_test {
 
 struct Reference {
   std::vector<int8_t> q;
@@ -167,5 +167,5 @@ TEST(Int8Quantize, RejectsWhatItCannotTake) {
   EXPECT_THROW(dequantize_int8(q, torch::empty({10}, torch::kHalf)), Error);
 }
 
-}  // namespace
+}  // namespace int8_quantize_test
 }  // namespace deepshard::kernels

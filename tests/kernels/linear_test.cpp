@@ -12,7 +12,7 @@
 #include "support/scoped_bf16_compute.h"
 
 namespace deepshard::kernels {
-namespace {
+namespace linear_test {
 
 struct Result {
   at::Tensor y, dx, dw, db;
@@ -113,5 +113,5 @@ TEST(DnnlLinear, OtherDtypesAndLayoutsFallBackToTorchLinear) {
   EXPECT_EQ(linear(empty, w, b).sizes(), (std::vector<int64_t>{0, 96}));
 }
 
-}  // namespace
+}  // namespace linear_test
 }  // namespace deepshard::kernels

@@ -26,7 +26,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::launch {
-namespace {
+namespace launcher_test {
 
 using testing::run_deepshard;
 
@@ -373,5 +373,5 @@ TEST(LaunchCommand, AMissingCoreExecutableIsNamed) {
       << r.output;
 }
 
-}  // namespace
+}  // namespace launcher_test
 }  // namespace deepshard::launch

@@ -8,7 +8,7 @@
 #include <string>
 
 namespace deepshard::launch {
-namespace {
+namespace rank_output_test {
 
 // What `feeds` come out as through a RankOutput of rank 3.
 std::string relay(std::initializer_list<std::string_view> feeds) {
@@ -43,5 +43,5 @@ TEST(RankOutput, TheTailHoldsTheLinesWithoutThePrefix) {
   std::fclose(sink);
 }
 
-}  // namespace
+}  // namespace rank_output_test
 }  // namespace deepshard::launch

@@ -11,7 +11,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::launch {
-namespace {
+namespace subprocess_test {
 
 SubprocessOptions shell(const std::string& script) {
   SubprocessOptions o;
@@ -95,5 +95,5 @@ TEST(Subprocess, DestructorKillsARunningChild) {
   EXPECT_NE(::kill(pid, 0), 0);  // gone and reaped
 }
 
-}  // namespace
+}  // namespace subprocess_test
 }  // namespace deepshard::launch

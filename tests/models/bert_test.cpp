@@ -18,12 +18,13 @@
 #include "deepshard/config/loader.h"
 #include "deepshard/train/model_factory.h"
 #include "deepshard/util/error.h"
+#include "models/model_config_json.h"
 #include "models/registry.h"
 
 namespace deepshard::models {
-namespace {
+namespace bert_test {
 
-BertConfig test_config() {
+BertConfig tiny_bert_config() {
   BertConfig c;
   c.n_layer = 2;
   c.n_head = 4;
@@ -83,7 +84,7 @@ at::Tensor reference_logits(BertImpl& model, const at::Tensor& ids) {
 }
 
 TEST(Bert, ParameterNamesAndShapesAreHuggingFaces) {
-  const BertConfig c = test_config();
+  const BertConfig c = tiny_bert_config();
   Bert model(c, 1);
   const auto params = model->named_parameters();
   const std::map<std::string, std::vector<int64_t>> some = {
@@ -126,7 +127,7 @@ TEST(Bert, ParameterNamesAndShapesAreHuggingFaces) {
 TEST(Bert, ForwardMatchesAPlainDerivation) {
   torch::manual_seed(0);
   for (bool fused : {true, false}) {
-    BertConfig c = test_config();
+    BertConfig c = tiny_bert_config();
     c.fused_kernels = fused;
     Bert model(c, 3);
     {
@@ -148,7 +149,7 @@ TEST(Bert, ForwardMatchesAPlainDerivation) {
 }
 
 TEST(Bert, AttendsInBothDirections) {
-  Bert model(test_config(), 5);
+  Bert model(tiny_bert_config(), 5);
   at::Tensor ids = torch::randint(0, 49, {1, 12}, torch::kLong);
   const at::Tensor before = model->forward(ids).detach();
   ids[0][10] = (ids[0][10].item<int64_t>() + 1) % 49;
@@ -158,7 +159,7 @@ TEST(Bert, AttendsInBothDirections) {
 }
 
 TEST(Bert, SeededInitSameWithAUnitHook) {
-  const BertConfig c = test_config();
+  const BertConfig c = tiny_bert_config();
   Bert a(c, 11), other(c, 12);
   std::vector<size_t> built;
   Bert hooked(c, 11, [&](size_t unit, torch::nn::Module& module) {
@@ -181,7 +182,7 @@ TEST(Bert, SeededInitSameWithAUnitHook) {
 }
 
 TEST(Bert, ShardingPlanHasOneUnitPerLayerAndTiesTheDecoder) {
-  Bert model(test_config(), 1);
+  Bert model(tiny_bert_config(), 1);
   auto plan = model->sharding_plan();
   ASSERT_EQ(plan.units().size(), 2u);
   EXPECT_EQ(plan.units()[1].name, "bert.encoder.layer.1");
@@ -191,7 +192,7 @@ TEST(Bert, ShardingPlanHasOneUnitPerLayerAndTiesTheDecoder) {
 }
 
 TEST(BertMasking, ChoosesAFixedCountPerSampleFromItsKeyOnly) {
-  const BertConfig c = test_config();  // mask token 49
+  const BertConfig c = tiny_bert_config();  // mask token 49
   const int64_t seq = 16, k = c.masked_per_sample(seq);
   EXPECT_EQ(k, 2);  // round(0.15 * 16)
   const at::Tensor ids = torch::randint(0, 49, {3, seq}, torch::kLong);
@@ -216,7 +217,7 @@ TEST(BertMasking, ChoosesAFixedCountPerSampleFromItsKeyOnly) {
 }
 
 TEST(BertMasking, ReplacesEightyTenTen) {
-  BertConfig c = test_config();
+  BertConfig c = tiny_bert_config();
   c.vocab_size = 1000;                     // a random replacement rarely equals the original
   const int64_t samples = 2000, seq = 20;  // 3 chosen per sample: 6000 positions
   const at::Tensor ids = torch::randint(0, 999, {samples, seq}, torch::kLong);
@@ -235,7 +236,7 @@ TEST(BertMasking, ReplacesEightyTenTen) {
 }
 
 TEST(BertMasking, DataHoldingTheMaskTokenIsAnError) {
-  const BertConfig c = test_config();
+  const BertConfig c = tiny_bert_config();
   at::Tensor ids = torch::zeros({1, 8}, torch::kLong);
   ids[0][3] = 49;
   try {
@@ -249,7 +250,7 @@ TEST(BertMasking, DataHoldingTheMaskTokenIsAnError) {
 }
 
 TEST(Bert, ObjectiveLossIsTheMeanOverMaskedPositions) {
-  const BertConfig c = test_config();
+  const BertConfig c = tiny_bert_config();
   Bert model(c, 2);
   at::Tensor inputs = torch::randint(0, 49, {3, 16}, torch::kLong);
   at::Tensor targets = torch::randint(0, 49, {3, 16}, torch::kLong);  // next tokens: replaced
@@ -267,7 +268,7 @@ TEST(Bert, ObjectiveLossIsTheMeanOverMaskedPositions) {
 }
 
 TEST(Bert, ClassificationHeadPoolsTheFirstToken) {
-  BertConfig c = test_config();
+  BertConfig c = tiny_bert_config();
   c.num_labels = 3;
   Bert model(c, 4);
   const at::Tensor ids = torch::randint(0, 49, {2, 10}, torch::kLong);
@@ -286,13 +287,13 @@ TEST(Bert, ClassificationHeadPoolsTheFirstToken) {
   EXPECT_GT(w["classifier.weight"].grad().abs().sum().item<double>(), 0.0);
   EXPECT_GT(w["bert.encoder.layer.0.attention.self.query.weight"].grad().abs().sum().item<double>(),
             0.0);
-  Bert plain(test_config(), 4);
+  Bert plain(tiny_bert_config(), 4);
   EXPECT_THROW(plain->classify(ids), Error);
 }
 
 // model.pooling "mean": the same pooler and classifier on the positions' mean hidden state.
 TEST(Bert, MeanPoolingPoolsThePositionsMean) {
-  BertConfig c = test_config();
+  BertConfig c = tiny_bert_config();
   c.num_labels = 3;
   c.mean_pooling = true;
   Bert model(c, 4);
@@ -313,26 +314,20 @@ TEST(Bert, MeanPoolingPoolsThePositionsMean) {
 }
 
 TEST(Bert, DoesNotGenerateText) {
-  Bert model(test_config(), 1);
+  Bert model(tiny_bert_config(), 1);
   EXPECT_FALSE(model->generates_text());
   EXPECT_THROW(model->generate({1, 2, 3}, 4, 1.0, 0, 1), Error);
 }
 
-config::ModelConfig parse_model(const std::string& model_json) {
-  const auto json = nlohmann::json::parse(R"({"train_micro_batch_size_per_gpu": 1, "model": )" +
-                                          model_json + "}");
-  return config::parse_run_config(json, 1, nullptr, "test", models::arch_schemas()).model;
-}
-
 TEST(BertConfigKeys, PresetsAndArchitectureKeys) {
-  const auto tiny = parse_model(R"({"arch": "bert"})");
+  const auto tiny = parse_model_json(R"({"arch": "bert"})");
   EXPECT_EQ(tiny.n_layer, 4);
   EXPECT_EQ(tiny.intermediate_size, 512);
   const auto built = train::make_model(tiny, 1);
   EXPECT_EQ(built->arch(), "bert");
   EXPECT_EQ(built->num_parameters(), train::parameter_count(tiny));
   EXPECT_LT(built->num_parameters(), 1'000'000);
-  const auto small = parse_model(R"({"arch": "bert", "preset": "small", "dropout": 0.1})");
+  const auto small = parse_model_json(R"({"arch": "bert", "preset": "small", "dropout": 0.1})");
   EXPECT_EQ(small.n_embd, 384);
   EXPECT_EQ(bert_config(small).intermediate_size, 1536);
   EXPECT_EQ(bert_config(small).dropout, 0.1);
@@ -344,7 +339,7 @@ TEST(BertConfigKeys, PresetsAndArchitectureKeys) {
         R"({"arch": "bert", "n_embd": 36, "n_head": 8})", R"({"arch": "bert", "pooling": "max"})",
         R"({"arch": "gpt", "pooling": "mean"})", R"({"arch": "llama", "pooling": "first"})"}) {
     try {
-      parse_model(bad);
+      parse_model_json(bad);
       ADD_FAILURE() << "accepted: " << bad;
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("model."), std::string::npos) << bad << ": " << e.what();
@@ -354,11 +349,11 @@ TEST(BertConfigKeys, PresetsAndArchitectureKeys) {
   EXPECT_EQ(back.arch, "bert");
   EXPECT_EQ(bert_config(back).intermediate_size, 1536);
   EXPECT_FALSE(bert_config(back).mean_pooling);
-  const auto mean = parse_model(R"({"arch": "bert", "pooling": "mean"})");
+  const auto mean = parse_model_json(R"({"arch": "bert", "pooling": "mean"})");
   EXPECT_TRUE(bert_config(mean).mean_pooling);
   EXPECT_TRUE(
       bert_config(train::model_from_saved_json(train::saved_model_json(mean))).mean_pooling);
 }
 
-}  // namespace
+}  // namespace bert_test
 }  // namespace deepshard::models

@@ -11,7 +11,7 @@
 #include "deepshard/models/llama.h"
 
 namespace deepshard::models {
-namespace {
+namespace flops_test {
 
 double counted_forward_flops(GptImpl& model, int64_t seq) {
   double flops = 0;
@@ -68,5 +68,5 @@ TEST(LlamaFlops, MatchesTheModelsShapes) {
   }
 }
 
-}  // namespace
+}  // namespace flops_test
 }  // namespace deepshard::models

@@ -6,7 +6,7 @@
 #include "deepshard/models/gpt.h"
 
 namespace deepshard::models {
-namespace {
+namespace fused_gpt_test {
 
 struct LossAndGrads {
   double loss;
@@ -49,5 +49,5 @@ TEST(FusedGpt, Bf16MatchesTheUnfusedPathWithinBf16Rounding) {
   expect_same(at::kBFloat16, 2e-2, 1e-1);
 }
 
-}  // namespace
+}  // namespace fused_gpt_test
 }  // namespace deepshard::models

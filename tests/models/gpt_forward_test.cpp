@@ -10,9 +10,9 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::models {
-namespace {
+namespace gpt_forward_test {
 
-GptConfig test_config() {
+GptConfig tiny_gpt_config() {
   GptConfig c;
   c.n_layer = 2;
   c.n_head = 4;
@@ -29,7 +29,7 @@ at::Tensor random_tokens(int64_t batch, int64_t seq, uint64_t seed) {
 
 // The batched masked-softmax attention against a per-position loop over the visible keys.
 TEST(GptForward, AttentionMatchesPerPositionReference) {
-  const GptConfig c = test_config();
+  const GptConfig c = tiny_gpt_config();
   Gpt model(c, 6);
   CausalSelfAttention& attn = model->blocks[0]->attn;
   torch::NoGradGuard no_grad;
@@ -56,7 +56,7 @@ TEST(GptForward, AttentionMatchesPerPositionReference) {
 
 // The MLP uses GPT-2's tanh approximation of GELU.
 TEST(GptForward, MlpUsesTanhGelu) {
-  Gpt model(test_config(), 6);
+  Gpt model(tiny_gpt_config(), 6);
   Mlp& mlp = model->blocks[1]->mlp;
   torch::NoGradGuard no_grad;
   const at::Tensor x = torch::randn({3, 64});
@@ -67,7 +67,7 @@ TEST(GptForward, MlpUsesTanhGelu) {
 }
 
 TEST(GptForward, LossAtInitIsNearLogVocab) {
-  Gpt model(test_config(), 5);
+  Gpt model(tiny_gpt_config(), 5);
   const at::Tensor idx = random_tokens(4, 32, 1), targets = random_tokens(4, 32, 2);
   const double loss = model->loss(idx, targets).item<double>();
   EXPECT_NEAR(loss, std::log(256.0), 0.1);
@@ -76,7 +76,7 @@ TEST(GptForward, LossAtInitIsNearLogVocab) {
 }
 
 TEST(GptForward, IsCausal) {
-  Gpt model(test_config(), 5);
+  Gpt model(tiny_gpt_config(), 5);
   const at::Tensor idx = random_tokens(2, 24, 3);
   const int64_t t = 10;
   at::Tensor changed = idx.clone();
@@ -91,7 +91,7 @@ TEST(GptForward, IsCausal) {
 // The tied weight's gradient is the sum of the embedding and head contributions: recompute both
 // with two untied copies of wte through the model's own modules.
 TEST(GptForward, TiedWeightGetsEmbeddingAndHeadGradients) {
-  Gpt model(test_config(), 9);
+  Gpt model(tiny_gpt_config(), 9);
   const at::Tensor idx = random_tokens(2, 16, 4), targets = random_tokens(2, 16, 5);
   model->loss(idx, targets).backward();
   const at::Tensor tied_grad = model->wte->weight.grad().clone();
@@ -119,7 +119,7 @@ TEST(GptForward, TiedWeightGetsEmbeddingAndHeadGradients) {
 }
 
 TEST(GptForward, LayerRunnerRunsEveryBlockInOrder) {
-  Gpt model(test_config(), 2);
+  Gpt model(tiny_gpt_config(), 2);
   const at::Tensor idx = random_tokens(1, 8, 6);
   const at::Tensor plain = model->forward(idx);
   std::vector<int64_t> calls;
@@ -133,7 +133,7 @@ TEST(GptForward, LayerRunnerRunsEveryBlockInOrder) {
 }
 
 TEST(GptForward, DropoutOnlyInTraining) {
-  GptConfig c = test_config();
+  GptConfig c = tiny_gpt_config();
   c.dropout = 0.2;
   Gpt model(c, 2);
   const at::Tensor idx = random_tokens(1, 8, 6);
@@ -144,12 +144,12 @@ TEST(GptForward, DropoutOnlyInTraining) {
 }
 
 TEST(GptForward, RejectsTooLongSequences) {
-  Gpt model(test_config(), 2);
+  Gpt model(tiny_gpt_config(), 2);
   EXPECT_THROW(model->forward(random_tokens(1, 33, 1)), Error);
 }
 
 TEST(GptForward, Bf16ParametersRunForwardAndBackward) {
-  Gpt model(test_config(), 11);
+  Gpt model(tiny_gpt_config(), 11);
   const at::Tensor idx = random_tokens(2, 16, 7), targets = random_tokens(2, 16, 8);
   const double fp32_loss = model->loss(idx, targets).item<double>();
   model->to(torch::kBFloat16);
@@ -166,7 +166,7 @@ TEST(GptForward, Bf16ParametersRunForwardAndBackward) {
 }
 
 TEST(GptForward, GenerateIsSeededAndHasTheRequestedLength) {
-  Gpt model(test_config(), 4);
+  Gpt model(tiny_gpt_config(), 4);
   const std::vector<int64_t> prompt = {72, 101, 108, 108, 111};
   const auto a = model->generate(prompt, 20, 1.0, 0, 77);
   const auto b = model->generate(prompt, 20, 1.0, 0, 77);
@@ -181,11 +181,11 @@ TEST(GptForward, GenerateIsSeededAndHasTheRequestedLength) {
 }
 
 TEST(GptForward, GenerateCropsTheContextToBlockSize) {
-  Gpt model(test_config(), 4);
+  Gpt model(tiny_gpt_config(), 4);
   std::vector<int64_t> prompt(40, 65);  // longer than block_size 32
   EXPECT_EQ(model->generate(prompt, 5, 0.8, 10, 3).size(), 5u);
   EXPECT_THROW(model->generate({}, 5, 1.0, 0, 1), Error);
 }
 
-}  // namespace
+}  // namespace gpt_forward_test
 }  // namespace deepshard::models

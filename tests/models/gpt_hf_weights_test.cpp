@@ -15,7 +15,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::checkpoint {
-namespace {
+namespace gpt_hf_weights_test {
 
 namespace fs = std::filesystem;
 
@@ -133,5 +133,5 @@ TEST_F(HfGpt2Test, ErrorsNameTheTensor) {
             std::string::npos);
 }
 
-}  // namespace
+}  // namespace gpt_hf_weights_test
 }  // namespace deepshard::checkpoint

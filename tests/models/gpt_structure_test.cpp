@@ -15,7 +15,7 @@
 #include "models/registry.h"
 
 namespace deepshard::models {
-namespace {
+namespace gpt_structure_test {
 
 GptConfig small_config() {
   GptConfig c;
@@ -163,5 +163,5 @@ TEST(GptStructure, Gpt2PresetWithBpeVocabularyHas124MParameters) {
   EXPECT_EQ(model->num_parameters(), 124'439'808);
 }
 
-}  // namespace
+}  // namespace gpt_structure_test
 }  // namespace deepshard::models

@@ -16,12 +16,13 @@
 #include "deepshard/config/loader.h"
 #include "deepshard/train/model_factory.h"
 #include "deepshard/util/error.h"
+#include "models/model_config_json.h"
 #include "models/registry.h"
 
 namespace deepshard::models {
-namespace {
+namespace llama_test {
 
-LlamaConfig test_config() {
+LlamaConfig tiny_llama_config() {
   LlamaConfig c;
   c.n_layer = 2;
   c.n_head = 4;
@@ -90,7 +91,7 @@ at::Tensor reference_logits(LlamaImpl& model, const at::Tensor& ids) {
 }
 
 TEST(Llama, ParameterNamesAndShapesAreHuggingFaces) {
-  const LlamaConfig c = test_config();
+  const LlamaConfig c = tiny_llama_config();
   Llama model(c, 1);
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
       {"model.embed_tokens.weight", {50, 32}}};
@@ -132,7 +133,7 @@ TEST(Llama, ParameterNamesAndShapesAreHuggingFaces) {
 TEST(Llama, ForwardMatchesAPlainDerivation) {
   torch::manual_seed(0);
   for (bool tied : {false, true}) {
-    LlamaConfig c = test_config();
+    LlamaConfig c = tiny_llama_config();
     c.tie_word_embeddings = tied;
     Llama model(c, 3);
     {
@@ -153,7 +154,7 @@ TEST(Llama, ForwardMatchesAPlainDerivation) {
 }
 
 TEST(Llama, IsCausal) {
-  Llama model(test_config(), 5);
+  Llama model(tiny_llama_config(), 5);
   at::Tensor ids = torch::randint(0, 50, {1, 12}, torch::kLong);
   const at::Tensor before = model->forward(ids).detach();
   ids[0][8] = (ids[0][8].item<int64_t>() + 1) % 50;
@@ -163,7 +164,7 @@ TEST(Llama, IsCausal) {
 }
 
 TEST(Llama, SeededInitSameWithAUnitHook) {
-  const LlamaConfig c = test_config();
+  const LlamaConfig c = tiny_llama_config();
   Llama a(c, 11), b(c, 11), other(c, 12);
   std::vector<size_t> built;
   Llama hooked(c, 11, [&](size_t unit, torch::nn::Module& module) {
@@ -187,7 +188,7 @@ TEST(Llama, SeededInitSameWithAUnitHook) {
 }
 
 TEST(Llama, ShardingPlanHasOneUnitPerLayer) {
-  LlamaConfig c = test_config();
+  LlamaConfig c = tiny_llama_config();
   Llama model(c, 1);
   auto plan = model->sharding_plan();
   ASSERT_EQ(plan.units().size(), 2u);
@@ -202,22 +203,16 @@ TEST(Llama, ShardingPlanHasOneUnitPerLayer) {
 }
 
 TEST(Llama, BadSizesAreErrors) {
-  LlamaConfig c = test_config();
+  LlamaConfig c = tiny_llama_config();
   c.n_kv_head = 3;
   EXPECT_THROW(Llama(c, 1), Error);
-  c = test_config();
+  c = tiny_llama_config();
   c.n_embd = 36;  // head size 9: odd
   EXPECT_THROW(Llama(c, 1), Error);
 }
 
-config::ModelConfig parse_model(const std::string& model_json) {
-  const auto json = nlohmann::json::parse(R"({"train_micro_batch_size_per_gpu": 1, "model": )" +
-                                          model_json + "}");
-  return config::parse_run_config(json, 1, nullptr, "test", models::arch_schemas()).model;
-}
-
 TEST(LlamaConfig, PresetsAndArchitectureKeys) {
-  const auto tiny = parse_model(R"({"arch": "llama"})");
+  const auto tiny = parse_model_json(R"({"arch": "llama"})");
   EXPECT_EQ(tiny.n_layer, 4);
   EXPECT_EQ(tiny.n_kv_head, 2);
   EXPECT_EQ(tiny.intermediate_size, 344);
@@ -225,7 +220,7 @@ TEST(LlamaConfig, PresetsAndArchitectureKeys) {
   EXPECT_EQ(built->arch(), "llama");
   EXPECT_EQ(built->num_parameters(), train::parameter_count(tiny));
   EXPECT_LT(built->num_parameters(), 1'000'000);  // tiny
-  const auto small = parse_model(R"({"arch": "llama", "preset": "small", "rope_theta": 5e5})");
+  const auto small = parse_model_json(R"({"arch": "llama", "preset": "small", "rope_theta": 5e5})");
   EXPECT_EQ(small.n_embd, 384);
   EXPECT_EQ(models::llama_config(small).rope_theta, 5e5);
   // Keys of the other architecture, and sizes rotary embeddings cannot use.
@@ -235,7 +230,7 @@ TEST(LlamaConfig, PresetsAndArchitectureKeys) {
         R"({"arch": "llama", "n_embd": 36, "n_head": 4})", R"({"n_kv_head": 2})",
         R"({"rope_theta": 1e4})", R"({"tie_word_embeddings": false})", R"({"arch": "t5"})"}) {
     try {
-      parse_model(bad);
+      parse_model_json(bad);
       ADD_FAILURE() << "accepted: " << bad;
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("model."), std::string::npos) << bad << ": " << e.what();
@@ -248,5 +243,5 @@ TEST(LlamaConfig, PresetsAndArchitectureKeys) {
   EXPECT_EQ(models::llama_config(back).intermediate_size, small.intermediate_size);
 }
 
-}  // namespace
+}  // namespace llama_test
 }  // namespace deepshard::models

@@ -9,7 +9,7 @@
 #include "models/gpt/memory.h"
 
 namespace deepshard::models {
-namespace {
+namespace parameter_shapes_test {
 
 void expect_same(const std::vector<NamedShape>& shapes, CausalLmImpl& model, int64_t count) {
   const auto params = model.named_parameters();
@@ -54,5 +54,5 @@ TEST(ParameterShapes, LlamaMatchesTheBuiltModel) {
   }
 }
 
-}  // namespace
+}  // namespace parameter_shapes_test
 }  // namespace deepshard::models

@@ -18,7 +18,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::models {
-namespace {
+namespace registry_test {
 
 // A small model section of `arch` (its first preset, shrunk).
 config::ModelConfig small_section(const ArchEntry& arch) {
@@ -152,5 +152,5 @@ TEST(ArchRegistry, HuggingFaceLayoutSavesAndLoadsExactly) {
   }
 }
 
-}  // namespace
+}  // namespace registry_test
 }  // namespace deepshard::models

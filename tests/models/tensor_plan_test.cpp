@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace deepshard::sharding {
-namespace {
+namespace tensor_plan_test {
 
 TensorPlan plan() {
   TensorPlan p;
@@ -39,5 +39,5 @@ TEST(TensorPlan, DimensionsAndPerRankElements) {
   EXPECT_EQ(p.rank_numel("norm.weight", 96, 4), 96);
 }
 
-}  // namespace
+}  // namespace tensor_plan_test
 }  // namespace deepshard::sharding

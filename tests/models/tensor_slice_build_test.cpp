@@ -16,7 +16,7 @@
 #include "models/tensor_slices.h"
 
 namespace deepshard::models {
-namespace {
+namespace tensor_slice_build_test {
 
 std::map<std::string, at::Tensor> parameters(torch::nn::Module& model) {
   std::map<std::string, at::Tensor> out;
@@ -103,5 +103,5 @@ TEST(TensorSliceBuild, ASplitThatDoesNotDivideNamesTheParameter) {
   }
 }
 
-}  // namespace
+}  // namespace tensor_slice_build_test
 }  // namespace deepshard::models

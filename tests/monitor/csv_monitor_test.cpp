@@ -8,7 +8,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::monitor {
-namespace {
+namespace csv_monitor_test {
 
 TEST(CsvMonitor, OneFilePerTagNamedAsDeepSpeedDoes) {
   EXPECT_EQ(CsvMonitor::file_name("Train/Samples/train_loss"), "Train_Samples_train_loss.csv");
@@ -39,5 +39,5 @@ TEST(CsvMonitor, HeaderOnceThenStepValueRows) {
   EXPECT_EQ(testing::read_file(log_dir + "/Train_Samples_lr.csv"), "step,lr\r\n16,0.001\r\n");
 }
 
-}  // namespace
+}  // namespace csv_monitor_test
 }  // namespace deepshard::monitor

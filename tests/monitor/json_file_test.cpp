@@ -8,7 +8,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::monitor {
-namespace {
+namespace json_file_test {
 
 TEST(JsonFile, InvalidUtf8IsReplacedNotFatal) {
   testing::TempDir dir;
@@ -24,5 +24,5 @@ TEST(JsonFile, InvalidUtf8IsReplacedNotFatal) {
   EXPECT_EQ(nlohmann::json::parse(testing::read_file(lines)).at("sample"), "The \xEF\xBF\xBD end");
 }
 
-}  // namespace
+}  // namespace json_file_test
 }  // namespace deepshard::monitor

@@ -6,7 +6,7 @@
 #include <cmath>
 
 namespace deepshard::monitor {
-namespace {
+namespace readable_number_test {
 
 TEST(ReadableNumber, FourSignificantDigitsBelowAThousand) {
   EXPECT_EQ(readable_number(2.383156418800354), "2.383");
@@ -36,5 +36,5 @@ TEST(ReadableShare, APercentageWithOneDecimal) {
   EXPECT_EQ(readable_share(0.0), "0.0 %");
 }
 
-}  // namespace
+}  // namespace readable_number_test
 }  // namespace deepshard::monitor

@@ -14,7 +14,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::monitor {
-namespace {
+namespace tensorboard_test {
 
 TEST(Crc32c, MatchesTheCastagnoliCheckValue) {
   // The standard check value of CRC-32C (RFC 3720 appendix B.4 lists 32 zero bytes too).
@@ -127,5 +127,5 @@ TEST(EventReader, OurBytesMatchTensorboardLoggersForTheSameEvents) {
   EXPECT_EQ(ours, fixtures::tensorboard_logger_file());
 }
 
-}  // namespace
+}  // namespace tensorboard_test
 }  // namespace deepshard::monitor

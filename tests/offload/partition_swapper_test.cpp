@@ -12,7 +12,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::offload {
-namespace {
+namespace partition_swapper_test {
 
 using deepshard::testing::TempDir;
 
@@ -82,5 +82,5 @@ TEST(PartitionSwapper, APartitionLargerThanABufferNamesBufferSize) {
   }
 }
 
-}  // namespace
+}  // namespace partition_swapper_test
 }  // namespace deepshard::offload

@@ -13,7 +13,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::offload {
-namespace {
+namespace sub_group_swapper_test {
 
 using deepshard::testing::TempDir;
 
@@ -106,5 +106,5 @@ TEST(SubGroupSwapper, AFailedWriteIsAnIoErrorNamingTheFile) {
   }
 }
 
-}  // namespace
+}  // namespace sub_group_swapper_test
 }  // namespace deepshard::offload

@@ -15,7 +15,7 @@
 #include "support/kernel_isa_test.h"
 
 namespace deepshard::optim {
-namespace {
+namespace adam_kernel_test {
 
 using platform::KernelIsa;
 using test::rel_diff;
@@ -179,5 +179,5 @@ TEST(FlatAdam, Bf16CopyCoversTheRangesOnly) {
   EXPECT_TRUE(torch::equal(copy.slice(0, 700, 750), sentinel.slice(0, 700, 750)));
 }
 
-}  // namespace
+}  // namespace adam_kernel_test
 }  // namespace deepshard::optim

@@ -7,7 +7,7 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::optim {
-namespace {
+namespace clip_test {
 
 TEST(UnscaleAndClip, BelowThresholdOnlyUnscales) {
   EXPECT_FLOAT_EQ(unscale_and_clip_factor(0.5 * 1024, 1024, 1.0), 1.0f / 1024);
@@ -38,5 +38,5 @@ TEST(UnscaleAndClip, RejectsNonPositiveLossScale) {
   EXPECT_THROW(unscale_and_clip_factor(1.0, 0.0, 1.0), Error);
 }
 
-}  // namespace
+}  // namespace clip_test
 }  // namespace deepshard::optim

@@ -15,7 +15,7 @@
 #include "support/kernel_isa_test.h"
 
 namespace deepshard::optim {
-namespace {
+namespace flat_adam_test {
 
 using test::adamw_config;
 using test::rel_diff;
@@ -271,5 +271,5 @@ TEST(FlatAdam, StepWindowsEqualOneStepBitForBit) {
   EXPECT_EQ(win.step_count(), 5);
 }
 
-}  // namespace
+}  // namespace flat_adam_test
 }  // namespace deepshard::optim

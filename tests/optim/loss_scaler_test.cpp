@@ -12,7 +12,7 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::optim {
-namespace {
+namespace loss_scaler_test {
 
 DynamicScaleParams small_window(int64_t window, int hysteresis) {
   DynamicScaleParams p;
@@ -212,5 +212,5 @@ TEST(LossScaler, RejectsBadParameters) {
   EXPECT_THROW(LossScaler::dynamic(p), ConfigError);
 }
 
-}  // namespace
+}  // namespace loss_scaler_test
 }  // namespace deepshard::optim

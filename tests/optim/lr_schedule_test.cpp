@@ -10,7 +10,7 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::optim {
-namespace {
+namespace lr_schedule_test {
 
 constexpr double kTol = 1e-12;
 
@@ -207,5 +207,5 @@ TEST(LrSchedule, UnknownTypeNamesTheKey) {
   EXPECT_NE(create_error(scheduler("Cosine")).find("scheduler.type"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace lr_schedule_test
 }  // namespace deepshard::optim

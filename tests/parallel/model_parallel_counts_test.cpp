@@ -16,7 +16,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::parallel {
-namespace {
+namespace model_parallel_counts_test {
 
 models::GptConfig gpt_config(int64_t layers) {
   models::GptConfig c;
@@ -124,5 +124,5 @@ TEST(ModelParallelCounts, RefusalsNameTheKey) {
                ConfigError);
 }
 
-}  // namespace
+}  // namespace model_parallel_counts_test
 }  // namespace deepshard::parallel

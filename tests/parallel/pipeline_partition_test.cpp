@@ -14,7 +14,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::parallel {
-namespace {
+namespace pipeline_partition_test {
 
 using Bounds = std::vector<int64_t>;
 
@@ -149,5 +149,5 @@ TEST(DeepSpeedPartitions, BoundariesEqualDeepSpeedsOnRandomLayerSizes) {
       cases, typed);
 }
 
-}  // namespace
+}  // namespace pipeline_partition_test
 }  // namespace deepshard::parallel

@@ -9,7 +9,7 @@
 #include <map>
 
 namespace deepshard::parallel {
-namespace {
+namespace pipeline_schedule_test {
 
 TEST(OneFOneB, WarmUpSteadyCoolDown) {
   EXPECT_EQ(describe(one_f_one_b(4, 0, 6)), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
@@ -89,5 +89,5 @@ TEST(OneFOneB, StagesTogetherFinishInTheTimeTheBubbleFractionSays) {
   }
 }
 
-}  // namespace
+}  // namespace pipeline_schedule_test
 }  // namespace deepshard::parallel

@@ -10,7 +10,7 @@
 #include "support/test_support.h"
 
 namespace deepshard {
-namespace {
+namespace pipeline_test {
 
 std::string worker() { return testing::binary_dir() + "/tests/ds_pipeline_worker"; }
 
@@ -71,5 +71,5 @@ TEST(PipelineGpt, DeadStageFailsTheOtherStage) {
   EXPECT_NE(r.output.find("rank 1 exited with status 137"), std::string::npos) << r.output;
 }
 
-}  // namespace
+}  // namespace pipeline_test
 }  // namespace deepshard

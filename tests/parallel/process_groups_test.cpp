@@ -5,7 +5,7 @@
 #include "support/test_support.h"
 
 namespace deepshard {
-namespace {
+namespace process_groups_test {
 
 std::string worker() { return testing::binary_dir() + "/tests/ds_parallel_worker"; }
 
@@ -43,5 +43,5 @@ INSTANTIATE_TEST_SUITE_P(Grids, AxisCollectives,
                                   std::to_string(info.param.tensor);
                          });
 
-}  // namespace
+}  // namespace process_groups_test
 }  // namespace deepshard

@@ -13,7 +13,7 @@
 #include "parallel/process_groups.h"
 
 namespace deepshard::parallel {
-namespace {
+namespace rank_grid_test {
 
 TEST(RankGrid, TensorRanksAreAdjacentThenDataThenPipeline) {
   RankGrid grid(8, 2, 2);  // data 2 x pipeline 2 x tensor 2
@@ -228,5 +228,5 @@ TEST(ParallelConfig, DeepSpeedPipelineKeys) {
       << w[0];
 }
 
-}  // namespace
+}  // namespace rank_grid_test
 }  // namespace deepshard::parallel

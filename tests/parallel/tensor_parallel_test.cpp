@@ -6,7 +6,7 @@
 #include "support/test_support.h"
 
 namespace deepshard {
-namespace {
+namespace tensor_parallel_test {
 
 std::string worker() { return testing::binary_dir() + "/tests/ds_tensor_parallel_worker"; }
 
@@ -52,5 +52,5 @@ TEST(TensorParallelLlama, RefusesSizesTheTensorSizeDoesNotDivide) {
   }
 }
 
-}  // namespace
+}  // namespace tensor_parallel_test
 }  // namespace deepshard

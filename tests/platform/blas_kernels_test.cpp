@@ -9,7 +9,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::platform {
-namespace {
+namespace blas_kernels_test {
 
 CpuInfo cpu_with(bool avx2, bool avx512) {
   CpuInfo c;
@@ -19,12 +19,12 @@ CpuInfo cpu_with(bool avx2, bool avx512) {
 }
 
 TEST(BlasChoice, GenericCoreOnAVX512OrAVX2GetsTheMatchingCore) {
-  EXPECT_EQ(choose_openblas_coretype("Prescott", cpu_with(true, true), nullptr, nullptr)
-                .coretype_to_set,
-            "SkylakeX");
-  EXPECT_EQ(choose_openblas_coretype("Nehalem", cpu_with(true, false), nullptr, nullptr)
-                .coretype_to_set,
-            "Haswell");
+  EXPECT_EQ(
+      choose_openblas_coretype("Prescott", cpu_with(true, true), nullptr, nullptr).coretype_to_set,
+      "SkylakeX");
+  EXPECT_EQ(
+      choose_openblas_coretype("Nehalem", cpu_with(true, false), nullptr, nullptr).coretype_to_set,
+      "Haswell");
   // Nothing better to offer a CPU without AVX2.
   EXPECT_EQ(choose_openblas_coretype("Prescott", cpu_with(false, false), nullptr, nullptr)
                 .coretype_to_set,
@@ -33,8 +33,8 @@ TEST(BlasChoice, GenericCoreOnAVX512OrAVX2GetsTheMatchingCore) {
 
 TEST(BlasChoice, AKnownCoreIsKept) {
   for (const char* core : {"Haswell", "SkylakeX", "Cooperlake", "Zen", "SapphireRapids"}) {
-    EXPECT_EQ(choose_openblas_coretype(core, cpu_with(true, true), nullptr, nullptr).coretype_to_set,
-              "")
+    EXPECT_EQ(
+        choose_openblas_coretype(core, cpu_with(true, true), nullptr, nullptr).coretype_to_set, "")
         << core;
   }
 }
@@ -45,7 +45,8 @@ TEST(BlasChoice, TheUsersSettingIsNeverReplaced) {
   EXPECT_EQ(c.coretype_to_set, "");
   EXPECT_TRUE(blas_env_for_ranks(c).empty());
   // A value deepshard set (marker equal to it) is recognised as deepshard's, and not set again.
-  const auto ours = choose_openblas_coretype("Prescott", cpu_with(true, true), "SkylakeX", "SkylakeX");
+  const auto ours =
+      choose_openblas_coretype("Prescott", cpu_with(true, true), "SkylakeX", "SkylakeX");
   EXPECT_FALSE(ours.user_set);
   EXPECT_EQ(ours.coretype_to_set, "");
   // After a failed numeric check deepshard does not try again.
@@ -67,8 +68,8 @@ std::string ranks_environment(const char* user_coretype) {
                                    std::string("LD_PRELOAD=") + DS_FAKE_OPENBLAS_CORE};
   if (user_coretype) args.push_back(std::string("OPENBLAS_CORETYPE=") + user_coretype);
   args.push_back(testing::deepshard_exe());
-  for (const char* a : {"launch", "-n", "2", "--", "/bin/sh", "-c",
-                        "echo \"coretype=<${OPENBLAS_CORETYPE}>\""})
+  for (const char* a :
+       {"launch", "-n", "2", "--", "/bin/sh", "-c", "echo \"coretype=<${OPENBLAS_CORETYPE}>\""})
     args.emplace_back(a);
   const auto r = testing::run_exe("/usr/bin/env", args, 120);
   EXPECT_EQ(r.exit_status, 0) << r.output;
@@ -80,7 +81,8 @@ TEST(BlasChoiceLaunch, RanksOfAGenericCoreGetTheMatchingCoretype) {
   const std::string out = ranks_environment(nullptr);
   for (const char* rank : {"[rank 0] ", "[rank 1] "}) {
     EXPECT_NE(out.find(std::string(rank) + "coretype=<" + expected + ">"), std::string::npos)
-        << "want OPENBLAS_CORETYPE=" << expected << " in every rank; output:\n" << out;
+        << "want OPENBLAS_CORETYPE=" << expected << " in every rank; output:\n"
+        << out;
   }
   if (!expected.empty()) {
     EXPECT_NE(out.find("generic core Prescott"), std::string::npos) << out;
@@ -93,5 +95,5 @@ TEST(BlasChoiceLaunch, ACoretypeTheUserSetReachesTheRanksUnchanged) {
   EXPECT_NE(out.find("[rank 1] coretype=<Sandybridge>"), std::string::npos) << out;
 }
 
-}  // namespace
+}  // namespace blas_kernels_test
 }  // namespace deepshard::platform

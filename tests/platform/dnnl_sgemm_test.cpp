@@ -7,7 +7,7 @@
 #include "platform/sgemm_check.h"
 
 namespace deepshard::platform {
-namespace {
+namespace dnnl_sgemm_test {
 
 TEST(DnnlSgemm, TheInstalledOneDnnPassesTheNumericCheck) {
   if (!dnnl_sgemm_built()) GTEST_SKIP() << "built without oneDNN: " << dnnl_sgemm_status();
@@ -59,5 +59,5 @@ TEST(DnnlSgemm, AWrongSgemmIsRefused) {
   EXPECT_NE(detail.find("beta=1"), std::string::npos) << detail;
 }
 
-}  // namespace
+}  // namespace dnnl_sgemm_test
 }  // namespace deepshard::platform

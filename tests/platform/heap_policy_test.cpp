@@ -11,7 +11,7 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::platform {
-namespace {
+namespace heap_policy_test {
 
 TEST(HeapPolicy, RetainsByDefaultAndKeepsTheUsersChoice) {
   EXPECT_TRUE(choose_heap_policy(nullptr, "").retained);
@@ -79,5 +79,5 @@ TEST(HeapPolicy, RepeatedStepsReuseTheirPages) {
 #endif
 }
 
-}  // namespace
+}  // namespace heap_policy_test
 }  // namespace deepshard::platform

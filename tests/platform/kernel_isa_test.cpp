@@ -15,7 +15,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::platform {
-namespace {
+namespace kernel_isa_test {
 
 TEST(KernelIsa, DetectedIsTheBestSupportedAndAForcedOneIsUsed) {
   const CpuInfo cpu = detect_cpu();
@@ -129,5 +129,5 @@ TEST(KernelIsa, TheExecutableForcesTheLevelAndTheBf16ComputeFromItsEnvironment) 
       << bad_compute.output;
 }
 
-}  // namespace
+}  // namespace kernel_isa_test
 }  // namespace deepshard::platform

@@ -9,7 +9,7 @@
 #include "deepshard/models/gpt.h"
 
 namespace deepshard::profiling {
-namespace {
+namespace flops_profiler_test {
 
 struct Preset {
   const char* name;
@@ -119,5 +119,5 @@ TEST(FlopsProfiler, ReportHasDeepSpeedsLayout) {
   EXPECT_EQ(number_to_string(0.0123), "12.3 m");
 }
 
-}  // namespace
+}  // namespace flops_profiler_test
 }  // namespace deepshard::profiling

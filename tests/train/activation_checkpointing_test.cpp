@@ -15,7 +15,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace activation_checkpointing_test {
 
 constexpr int64_t kGlobalBatch = 12;
 
@@ -125,11 +125,11 @@ TEST(ActivationCheckpointing, SameLossesAsWithoutAtStages023) {
   }
 }
 
-}  // namespace
+}  // namespace activation_checkpointing_test
 }  // namespace deepshard::testing
 
 namespace deepshard::testing {
-namespace {
+namespace activation_checkpointing_test {
 
 // `deepshard estimate --model`: the activation table and the largest micro-batch within a budget
 // (more with checkpointing); the model options need --model.
@@ -153,5 +153,5 @@ TEST(ActivationCheckpointing, EstimateCommandPrintsActivationsAndLargestMicroBat
   EXPECT_NE(bad.output.find("--seq needs --model"), std::string::npos) << bad.output;
 }
 
-}  // namespace
+}  // namespace activation_checkpointing_test
 }  // namespace deepshard::testing

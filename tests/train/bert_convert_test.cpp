@@ -22,7 +22,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace bert_convert_test {
 
 std::string bert_section(const nlohmann::json& more) {
   nlohmann::json j = {{"model", {{"arch", "bert"}, {"intermediate_size", 128}}}};
@@ -102,5 +102,5 @@ TEST(BertConvert, HfNamedSafetensorsGiveTheCheckpointsLoss) {
   EXPECT_NE(generate.output.find("does not generate text"), std::string::npos) << generate.output;
 }
 
-}  // namespace
+}  // namespace bert_convert_test
 }  // namespace deepshard::testing

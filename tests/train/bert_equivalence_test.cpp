@@ -19,13 +19,9 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace bert_equivalence_test {
 
 constexpr int64_t kGlobalBatch = 72;  // divisible by N * accumulation for N in {1, 2, 3}, {1, 2}
-
-nlohmann::json read_summary(const TempDir& dir, const std::string& name) {
-  return nlohmann::json::parse(read_file(dir.file("run_" + name) + "/summary.json"));
-}
 
 // The tiny run file's model as a BERT, `more` merged over the whole.
 std::string bert_section(const nlohmann::json& more) {
@@ -95,5 +91,5 @@ TEST(BertEquivalence, ActivationCheckpointingAndPipelineKeepTheLosses) {
   expect_same_losses(piped, reference, "bert, pipeline 2");
 }
 
-}  // namespace
+}  // namespace bert_equivalence_test
 }  // namespace deepshard::testing

@@ -18,7 +18,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace bf16_compute_train_test {
 
 constexpr int kRanks = 2;
 constexpr int64_t kGlobalBatch = 72;
@@ -170,5 +170,5 @@ TEST(Bf16ComputeTrain, RejectsAnUnknownChoice) {
       << r.output;
 }
 
-}  // namespace
+}  // namespace bf16_compute_train_test
 }  // namespace deepshard::testing

@@ -16,7 +16,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace blas_reexec_test {
 
 TEST(BlasReexec, TrainRunDirectlyOnAGenericCoreRunsWithTheMatchingKernels) {
   TempDir dir;
@@ -52,9 +52,9 @@ nlohmann::json launched_run_platform(const TempDir& dir, const std::string& name
   std::vector<std::string> args = {"-u", "OPENBLAS_CORETYPE", "-u", platform::kAutoCoretypeVar,
                                    std::string("LD_PRELOAD=") + DS_FAKE_OPENBLAS_CORE};
   if (user_coretype) args.push_back(std::string("OPENBLAS_CORETYPE=") + user_coretype);
-  for (const std::string& a : {deepshard_exe(), std::string("launch"), std::string("-n"),
-                               std::string("2"), std::string("--"), deepshard_exe(),
-                               std::string("train"), std::string("--config"), config})
+  for (const std::string& a :
+       {deepshard_exe(), std::string("launch"), std::string("-n"), std::string("2"),
+        std::string("--"), deepshard_exe(), std::string("train"), std::string("--config"), config})
     args.push_back(a);
   const auto r = run_exe("/usr/bin/env", args, 240);
   *output = r.output;
@@ -71,8 +71,7 @@ TEST(BlasReexec, LaunchedRanksOfAGenericCoreTrainWithTheMatchingKernels) {
   EXPECT_EQ(platform.at("openblas_coretype").get<std::string>(), expected) << out;
   if (!expected.empty()) {
     EXPECT_NE(out.find("generic core Prescott"), std::string::npos) << out;  // the launcher's line
-    EXPECT_NE(out.find("OPENBLAS_CORETYPE=" + expected + " chosen by deepshard"),
-              std::string::npos)
+    EXPECT_NE(out.find("OPENBLAS_CORETYPE=" + expected + " chosen by deepshard"), std::string::npos)
         << out;
     EXPECT_NE(out.find("verified numerically"), std::string::npos) << out;
   }
@@ -88,5 +87,5 @@ TEST(BlasReexec, ACoretypeTheUserSetIsKeptByLaunchAndTrain) {
       << platform.dump();
 }
 
-}  // namespace
+}  // namespace blas_reexec_test
 }  // namespace deepshard::testing

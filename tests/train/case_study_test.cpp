@@ -13,7 +13,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace case_study_test {
 
 TEST(CaseStudy, ShippedRunFileHasTheBlockAsWrittenAndRunsAtTwoRanks) {
   const std::string file = source_dir() + "/examples/genre-case-study.json";
@@ -66,5 +66,5 @@ TEST(CaseStudy, ShippedRunFileHasTheBlockAsWrittenAndRunsAtTwoRanks) {
   EXPECT_EQ(summary.at("config").at("zero_optimization").at("stage"), 3);
 }
 
-}  // namespace
+}  // namespace case_study_test
 }  // namespace deepshard::testing

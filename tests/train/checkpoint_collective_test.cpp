@@ -9,7 +9,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::testing {
-namespace {
+namespace checkpoint_collective_test {
 
 std::string worker() { return binary_dir() + "/tests/ds_checkpoint_worker"; }
 
@@ -67,5 +67,5 @@ TEST(CheckpointCollective, ModuleStateOfModelParallelLayoutsIsRefused) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("ckpt/latest")));
 }
 
-}  // namespace
+}  // namespace checkpoint_collective_test
 }  // namespace deepshard::testing

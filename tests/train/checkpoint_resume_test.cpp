@@ -21,7 +21,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace checkpoint_resume_test {
 
 namespace fs = std::filesystem;
 
@@ -561,5 +561,5 @@ TEST_F(CheckpointResumeTest, DamagedOrForeignCheckpointsAreReported) {
   }
 }
 
-}  // namespace
+}  // namespace checkpoint_resume_test
 }  // namespace deepshard::testing

@@ -16,7 +16,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace classification_equivalence_test {
 
 constexpr int64_t kGlobalBatch = 24;
 constexpr int64_t kSteps = 12;
@@ -89,5 +89,5 @@ INSTANTIATE_TEST_SUITE_P(Stages, ClassificationEquivalence,
                                   std::to_string(info.param.accumulation);
                          });
 
-}  // namespace
+}  // namespace classification_equivalence_test
 }  // namespace deepshard::testing

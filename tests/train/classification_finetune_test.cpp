@@ -13,7 +13,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace classification_finetune_test {
 
 TEST(ClassificationFineTune, FromMaskedLmWeightsWithAFreshHead) {
   TempDir dir;
@@ -66,5 +66,5 @@ TEST(ClassificationFineTune, RefusesOtherTokenFilesLabelsAndADecoder) {
       << gpt.output;
 }
 
-}  // namespace
+}  // namespace classification_finetune_test
 }  // namespace deepshard::testing

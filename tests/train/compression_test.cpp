@@ -16,7 +16,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace compression_test {
 
 std::string powersgd(int64_t rank, int64_t start) {
   return R"("compression": {"type": "powerSGD", "params": {"matrix_approximation_rank": )" +
@@ -51,8 +51,8 @@ TEST(Compression, PowerSgdTracksUncompressedTrainingWithAFifthOfTheBytes) {
   for (int s : {0, 1}) {
     const std::string z = "_z" + std::to_string(s);
     const auto plain = train_long(dir, data, "plain" + z, "{" + stage(s) + "}", steps);
-    const auto compressed =
-        train_long(dir, data, "powersgd" + z, "{" + stage(s) + ", " + powersgd(8, 100) + "}", steps);
+    const auto compressed = train_long(dir, data, "powersgd" + z,
+                                       "{" + stage(s) + ", " + powersgd(8, 100) + "}", steps);
     EXPECT_LT(std::abs(compressed.final_loss - plain.final_loss) / plain.final_loss, 0.03)
         << "stage " << s << ": " << compressed.final_loss << " vs " << plain.final_loss;
     EXPECT_LT(compressed.last_step_bytes, plain.last_step_bytes) << "stage " << s;
@@ -63,5 +63,5 @@ TEST(Compression, PowerSgdTracksUncompressedTrainingWithAFifthOfTheBytes) {
   }
 }
 
-}  // namespace
+}  // namespace compression_test
 }  // namespace deepshard::testing

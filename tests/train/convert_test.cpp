@@ -20,7 +20,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace convert_test {
 
 models::GptConfig run_model(const std::string& data) {
   const auto json = nlohmann::json::parse(tiny_run_config(data, "unused", 4, 1, 1, "{}"));
@@ -96,5 +96,5 @@ TEST(Convert, SafetensorsFromACheckpointGiveItsLoss) {
   EXPECT_EQ(sampled.output.rfind("The ", 0), 0u) << sampled.output;
 }
 
-}  // namespace
+}  // namespace convert_test
 }  // namespace deepshard::testing

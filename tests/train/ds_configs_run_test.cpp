@@ -12,7 +12,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace ds_configs_run_test {
 
 struct ConfigCase {
   const char* file;
@@ -88,5 +88,5 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
-}  // namespace
+}  // namespace ds_configs_run_test
 }  // namespace deepshard::testing

@@ -12,7 +12,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace fault_inputs_test {
 
 namespace fs = std::filesystem;
 
@@ -101,5 +101,5 @@ TEST(FaultInputs, DiskFullDuringACheckpointKeepsThePreviousLatest) {
   EXPECT_NE(resumed.output.find("at step 2"), std::string::npos) << resumed.output;
 }
 
-}  // namespace
+}  // namespace fault_inputs_test
 }  // namespace deepshard::testing

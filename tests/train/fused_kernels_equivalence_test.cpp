@@ -12,7 +12,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace fused_kernels_equivalence_test {
 
 constexpr int kRanks = 2;
 constexpr int64_t kMicro = 8;  // per rank: global batch 16
@@ -37,5 +37,5 @@ TEST(FusedKernelsEquivalence, StagesZeroToThreeMatchTheUnfusedRun) {
   }
 }
 
-}  // namespace
+}  // namespace fused_kernels_equivalence_test
 }  // namespace deepshard::testing

@@ -10,7 +10,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::testing {
-namespace {
+namespace generate_cmd_test {
 
 std::string save_preset_weights(const TempDir& dir, const std::string& preset, uint64_t seed) {
   config::ModelConfig m;
@@ -74,5 +74,5 @@ TEST(GenerateCommand, BadWeightsFailNamingTheFile) {
   EXPECT_NE(checkpoint.output.find("no checkpoint in"), std::string::npos) << checkpoint.output;
 }
 
-}  // namespace
+}  // namespace generate_cmd_test
 }  // namespace deepshard::testing

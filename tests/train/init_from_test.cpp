@@ -13,7 +13,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace init_from_test {
 
 // Saves the weights of the test runs' model built with `seed` (as the trainer builds it).
 std::string save_weights(const TempDir& dir, const std::string& data, uint64_t seed) {
@@ -56,5 +56,5 @@ TEST(InitFrom, AMissingFileIsAnErrorNamingIt) {
   EXPECT_NE(r.output.find("/nonexistent/w.safetensors"), std::string::npos) << r.output;
 }
 
-}  // namespace
+}  // namespace init_from_test
 }  // namespace deepshard::testing

@@ -12,7 +12,7 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::train {
-namespace {
+namespace initialize_test {
 
 models::BertConfig tiny_classifier() {
   models::BertConfig c;
@@ -70,5 +70,5 @@ TEST(Initialize, EngineCallIsTheModelsLossAndTheLoopTrains) {
   }
 }
 
-}  // namespace
+}  // namespace initialize_test
 }  // namespace deepshard::train

@@ -31,8 +31,4 @@ std::string classification_section(const TempDir& dir, const nlohmann::json& mor
   return j.dump();
 }
 
-nlohmann::json read_summary(const TempDir& dir, const std::string& name) {
-  return nlohmann::json::parse(read_file(dir.file("run_" + name) + "/summary.json"));
-}
-
 }  // namespace deepshard::testing

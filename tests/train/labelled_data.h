@@ -21,7 +21,4 @@ std::string make_labelled_data(const TempDir& dir);
 // validation file of make_labelled_data; `more` merged over the whole (JSON text).
 std::string classification_section(const TempDir& dir, const nlohmann::json& more = {});
 
-// <dir>/run_<name>/summary.json.
-nlohmann::json read_summary(const TempDir& dir, const std::string& name);
-
 }  // namespace deepshard::testing

@@ -23,7 +23,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace llama_convert_test {
 
 TEST(LlamaConvert, HfNamedSafetensorsGiveTheCheckpointsLossAndGenerate) {
   TempDir dir;
@@ -104,5 +104,5 @@ TEST(LlamaConvert, HfNamedSafetensorsGiveTheCheckpointsLossAndGenerate) {
   std::printf("greedy llama sample: %s", a.c_str());
 }
 
-}  // namespace
+}  // namespace llama_convert_test
 }  // namespace deepshard::testing

@@ -17,13 +17,9 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace llama_equivalence_test {
 
 constexpr int64_t kGlobalBatch = 72;  // divisible by N * accumulation for N in {1, 2, 3}, {1, 2}
-
-nlohmann::json read_summary(const TempDir& dir, const std::string& name) {
-  return nlohmann::json::parse(read_file(dir.file("run_" + name) + "/summary.json"));
-}
 
 std::string stage_section(int stage, const std::string& model = "{}") {
   return tiny_llama_section(model,
@@ -96,5 +92,5 @@ TEST(LlamaEquivalence, ActivationCheckpointingKeepsTheLosses) {
   }
 }
 
-}  // namespace
+}  // namespace llama_equivalence_test
 }  // namespace deepshard::testing

@@ -16,7 +16,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace memory_report_test {
 
 constexpr int64_t kGlobalBatch = 8, kGas = 2, kSteps = 3;
 constexpr int64_t kBucket = 20000;  // tiny_run_config's reduce_bucket_size (elements)
@@ -130,5 +130,5 @@ TEST_P(MemoryReport, LedgerMatchesEstimatorAndCommLogMatchesDesign) {
 INSTANTIATE_TEST_SUITE_P(Stages, MemoryReport, ::testing::Values(0, 1, 2, 3),
                          [](const auto& info) { return "Stage" + std::to_string(info.param); });
 
-}  // namespace
+}  // namespace memory_report_test
 }  // namespace deepshard::testing

@@ -17,7 +17,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace mics_train_test {
 
 namespace fs = std::filesystem;
 
@@ -158,5 +158,5 @@ TEST(MicsCheckpoint, ResumesExactlyAndReshardsToPlainStage3) {
   }
 }
 
-}  // namespace
+}  // namespace mics_train_test
 }  // namespace deepshard::testing

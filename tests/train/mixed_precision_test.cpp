@@ -13,14 +13,10 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace mixed_precision_test {
 
 constexpr int kRanks = 2;
 constexpr int64_t kGlobalBatch = 72;
-
-nlohmann::json read_summary(const TempDir& dir, const std::string& name) {
-  return nlohmann::json::parse(read_file(dir.file("run_" + name) + "/summary.json"));
-}
 
 class MixedPrecision : public ::testing::TestWithParam<int> {};
 
@@ -186,5 +182,5 @@ TEST(MixedPrecisionBf16, TracksFp32AndStagesAgree) {
 INSTANTIATE_TEST_SUITE_P(Stages, MixedPrecision, ::testing::Values(0, 1, 2, 3),
                          [](const auto& info) { return "Stage" + std::to_string(info.param); });
 
-}  // namespace
+}  // namespace mixed_precision_test
 }  // namespace deepshard::testing

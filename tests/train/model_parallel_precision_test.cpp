@@ -22,7 +22,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace model_parallel_precision_test {
 
 using nlohmann::json;
 
@@ -226,5 +226,5 @@ TEST(ModelParallelPrecision, OverflowOnOneRankSkipsTheStepEverywhere) {
   }
 }
 
-}  // namespace
+}  // namespace model_parallel_precision_test
 }  // namespace deepshard::testing

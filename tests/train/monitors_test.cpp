@@ -16,7 +16,7 @@
 #include "train/run_monitors.h"
 
 namespace deepshard::testing {
-namespace {
+namespace monitors_test {
 
 constexpr int64_t kSteps = 4, kGlobalBatch = 4;
 
@@ -101,5 +101,5 @@ TEST(Monitors, TensorBoardCsvCommsLoggerAndFlopsProfilerOfARun) {
   EXPECT_NE(r.output.find("(c_attn): Linear("), std::string::npos);
 }
 
-}  // namespace
+}  // namespace monitors_test
 }  // namespace deepshard::testing

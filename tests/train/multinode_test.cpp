@@ -18,7 +18,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace multinode_test {
 
 constexpr int64_t kSteps = 8;
 
@@ -210,5 +210,5 @@ TEST(MultiNode, SrunTrainsLikeTheLauncher) {
                      losses_of(dir.file("l"), launched.output), "srun -n 2 vs launcher");
 }
 
-}  // namespace
+}  // namespace multinode_test
 }  // namespace deepshard::testing

@@ -21,7 +21,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace offload_checkpoint_test {
 
 namespace fs = std::filesystem;
 
@@ -189,5 +189,5 @@ TEST_F(OffloadCheckpoint, ADiskFullMidRunStopsEveryRankAndTheLastCheckpointResum
   EXPECT_TRUE(fs::is_empty(nvme_)) << "swap files left in " << nvme_;
 }
 
-}  // namespace
+}  // namespace offload_checkpoint_test
 }  // namespace deepshard::testing

@@ -2,8 +2,8 @@
 // `deepshard train` with real ranks (N = 2 and 3, 20 steps of the tiny GPT, clipping on) gives bit
 // for bit the losses of the same run without offload, with offload_optimizer cpu and nvme (a
 // sub_group_size small enough that every step swaps many sub-groups, with and without the read and
-// write pipelines), in fp32, bf16 and fp16 (dynamic loss scaling). The swap files are gone after the run, and the ledger puts
-// the optimizer state on NVMe.
+// write pipelines), in fp32, bf16 and fp16 (dynamic loss scaling). The swap files are gone after
+// the run, and the ledger puts the optimizer state on NVMe.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -13,7 +13,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace offload_equivalence_test {
 
 constexpr int64_t kGlobalBatch = 36;
 
@@ -73,7 +73,8 @@ TEST_P(OffloadOptimizer12, LossesEqualTheRunWithoutOffloadBitForBit) {
     auto swapped = train_and_read_losses(dir, data, ranks, micro, gas, tag + "_nvme",
                                          zero(offload("nvme", nvme, /*pipeline=*/ranks == 3)));
     expect_identical(swapped, reference, tag + " offload_optimizer nvme");
-    EXPECT_NE(swapped.output.find("sub-groups (of at most 3000 elements) swapped"), std::string::npos)
+    EXPECT_NE(swapped.output.find("sub-groups (of at most 3000 elements) swapped"),
+              std::string::npos)
         << swapped.output;
     EXPECT_TRUE(std::filesystem::is_empty(nvme)) << "swap files left in " << nvme;
     // The ledger: Adam state on NVMe, buffers in host memory, nothing of it on the device.
@@ -149,5 +150,5 @@ TEST(OffloadStage3, LossesEqualTheRunWithoutOffloadBitForBit) {
   }
 }
 
-}  // namespace
+}  // namespace offload_equivalence_test
 }  // namespace deepshard::testing

@@ -13,7 +13,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace offload_memory_test {
 
 struct Combo {
   int stage;
@@ -81,5 +81,5 @@ TEST(OffloadMemory, LedgerAndEstimatorAgreeByPlaceForEveryCombination) {
   check(dir, data, {3, "cpu", "none", "bf16", 0.5});
 }
 
-}  // namespace
+}  // namespace offload_memory_test
 }  // namespace deepshard::testing

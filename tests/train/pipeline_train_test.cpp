@@ -28,7 +28,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace pipeline_train_test {
 
 constexpr int64_t kGlobalBatch = 8;
 
@@ -354,5 +354,5 @@ TEST(PipelineTrain, DeadStageStopsTheJob) {
   std::printf("dead stage: the job stopped after %.1f s\n", seconds);
 }
 
-}  // namespace
+}  // namespace pipeline_train_test
 }  // namespace deepshard::testing

@@ -9,7 +9,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace rank_failure_test {
 
 TEST(RankFailure, LauncherStopsEveryRankAndNamesTheFailedOne) {
   TempDir dir;
@@ -28,5 +28,5 @@ TEST(RankFailure, LauncherStopsEveryRankAndNamesTheFailedOne) {
   EXPECT_NE(r.output.find("injected failure at step 3"), std::string::npos) << r.output;
 }
 
-}  // namespace
+}  // namespace rank_failure_test
 }  // namespace deepshard::testing

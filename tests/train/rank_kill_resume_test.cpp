@@ -20,7 +20,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace rank_kill_resume_test {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -128,5 +128,5 @@ TEST(RankKillResume, Stage1) { kill_and_resume(1, 2); }
 TEST(RankKillResume, Stage2) { kill_and_resume(2, 3); }
 TEST(RankKillResume, Stage3) { kill_and_resume(3, 4); }
 
-}  // namespace
+}  // namespace rank_kill_resume_test
 }  // namespace deepshard::testing

@@ -47,6 +47,10 @@ std::string tiny_run_config(const std::string& data, const std::string& run_dir,
   return j.dump(2);
 }
 
+nlohmann::json read_summary(const TempDir& dir, const std::string& name) {
+  return nlohmann::json::parse(read_file(dir.file("run_" + name) + "/summary.json"));
+}
+
 std::vector<nlohmann::json> read_metrics(const std::string& run_dir) {
   std::vector<nlohmann::json> out;
   std::istringstream lines(read_file(run_dir + "/metrics.jsonl"));

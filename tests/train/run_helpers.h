@@ -18,6 +18,9 @@ std::string make_token_file(const TempDir& dir);
 std::string tiny_run_config(const std::string& data, const std::string& run_dir, int64_t micro,
                             int64_t gas, int64_t steps, const std::string& extra = "{}");
 
+// <dir>/run_<name>/summary.json.
+nlohmann::json read_summary(const TempDir& dir, const std::string& name);
+
 // The records of <run_dir>/metrics.jsonl, one per step.
 std::vector<nlohmann::json> read_metrics(const std::string& run_dir);
 

@@ -17,7 +17,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace seed_blocks_run_test {
 
 const std::string kDir = source_dir() + "/tests/data/seed_article/";
 
@@ -123,5 +123,5 @@ TEST(SeedBlocks, CombinedBlocksEmbedZeroConfig) {
                                              "training_config.json", "zero_config.json"}));
 }
 
-}  // namespace
+}  // namespace seed_blocks_run_test
 }  // namespace deepshard::testing

@@ -2,12 +2,12 @@
 // installed into a temporary prefix (`cmake --install`), examples/custom_model (TinyLm: a tied
 // embedding/head, a frozen positional table, a buffer, residual MLP blocks as units) is configured
 // and built against it with find_package(deepshard) (only the example compiles), and trained with
-// the installed `deepshard launch` and 2 real ranks at ZeRO stages 0-3 from a DeepSpeed JSON. Stages 1-3 (stage 3 built under
-// zero.Init) give the stage-0 losses within 1e-4 for 20 steps; the buffer is the same on every
-// rank; the frozen parameter never changes and has no optimizer state in the ledger; buffer and
-// frozen parameter survive a checkpoint round trip (into a model built with another seed, at
-// another stage too). Also: ranks that run the units in different orders fail with the trace
-// comparison's error (tests/workers/sharding_worker.cpp).
+// the installed `deepshard launch` and 2 real ranks at ZeRO stages 0-3 from a DeepSpeed JSON.
+// Stages 1-3 (stage 3 built under zero.Init) give the stage-0 losses within 1e-4 for 20 steps; the
+// buffer is the same on every rank; the frozen parameter never changes and has no optimizer state
+// in the ledger; buffer and frozen parameter survive a checkpoint round trip (into a model built
+// with another seed, at another stage too). Also: ranks that run the units in different orders fail
+// with the trace comparison's error (tests/workers/sharding_worker.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,7 +20,7 @@
 #include "support/test_support.h"
 
 namespace deepshard::testing {
-namespace {
+namespace sharding_api_test {
 
 constexpr int kRanks = 2;
 
@@ -42,8 +42,13 @@ const Installed& installed() {
       EXPECT_EQ(r.exit_status, 0) << what << ":\n" << r.output;
     };
     step("install", {"--install", binary_dir(), "--prefix", in.prefix});
-    std::vector<std::string> configure = {"-S", source_dir() + "/examples/custom_model", "-B",
-                                          in.build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+    std::vector<std::string> configure = {"-S",
+                                          source_dir() + "/examples/custom_model",
+                                          "-B",
+                                          in.build,
+                                          "-G",
+                                          "Ninja",
+                                          "-DCMAKE_BUILD_TYPE=Release",
                                           "-DCMAKE_PREFIX_PATH=" + in.prefix};
     if (std::filesystem::exists("/usr/bin/ccache"))
       configure.push_back("-DCMAKE_CXX_COMPILER_LAUNCHER=/usr/bin/ccache");
@@ -92,8 +97,8 @@ Report run_example(const TempDir& dir, const std::string& name, int stage,
   EXPECT_EQ(r.exit_status, 0) << r.output;
   if (r.exit_status != 0) return out;
   for (int rank = 0; rank < kRanks; ++rank)
-    out.ranks.push_back(nlohmann::json::parse(read_file(report + "/rank" + std::to_string(rank) +
-                                                        ".json")));
+    out.ranks.push_back(
+        nlohmann::json::parse(read_file(report + "/rank" + std::to_string(rank) + ".json")));
   return out;
 }
 
@@ -126,8 +131,8 @@ TEST(ShardingApi, InstalledCustomModelAtEveryStageEqualsStage0) {
   EXPECT_LT(ref.losses().back(), ref.losses().front() - 0.5) << "the model does not learn";
   for (int stage = 1; stage <= 3; ++stage) {
     const std::string name = "stage" + std::to_string(stage);
-    const Report r = run_example(dir, name, stage,
-                                 {"--steps", "20", "--save", dir.file("ckpt" + name)});
+    const Report r =
+        run_example(dir, name, stage, {"--steps", "20", "--save", dir.file("ckpt" + name)});
     ASSERT_EQ(r.losses().size(), 20u) << r.output;
     expect_module_state_consistent(r, stage);
     double worst = 0;
@@ -141,9 +146,9 @@ TEST(ShardingApi, InstalledCustomModelAtEveryStageEqualsStage0) {
   // Round trip: a model built with another seed (other buffer and frozen values) takes them from
   // the checkpoint, at the same stage and at another one.
   for (int stage : {3, 0}) {
-    const Report loaded = run_example(dir, "load" + std::to_string(stage), stage,
-                                      {"--steps", "0", "--seed", "77", "--load",
-                                       dir.file("ckptstage3")});
+    const Report loaded =
+        run_example(dir, "load" + std::to_string(stage), stage,
+                    {"--steps", "0", "--seed", "77", "--load", dir.file("ckptstage3")});
     ASSERT_EQ(loaded.ranks.size(), size_t(kRanks)) << loaded.output;
     const Report saved = {{nlohmann::json::parse(read_file(dir.file("stage3/rank0.json")))}, ""};
     for (const auto& rank : loaded.ranks) {
@@ -160,5 +165,5 @@ TEST(ShardingApi, RanksRunningUnitsInAnotherOrderFailFast) {
   EXPECT_EQ(r.exit_status, 0) << r.output;
 }
 
-}  // namespace
+}  // namespace sharding_api_test
 }  // namespace deepshard::testing

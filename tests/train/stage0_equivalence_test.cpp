@@ -11,7 +11,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace stage0_equivalence_test {
 
 class Stage0Equivalence : public ::testing::TestWithParam<int> {};
 
@@ -43,5 +43,5 @@ TEST_P(Stage0Equivalence, ReproducesSingleRankLosses) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Stage0Equivalence, ::testing::Values(2, 3, 4));
 
-}  // namespace
+}  // namespace stage0_equivalence_test
 }  // namespace deepshard::testing

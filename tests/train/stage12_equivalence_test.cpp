@@ -15,15 +15,11 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace stage12_equivalence_test {
 
 // Divisible by N * accumulation for N in {1..4}, accumulation {1, 3}. (With 36, this data gives
 // one chaotic loss spike at step 18 where even stage 0 on 3 ranks differs by 3e-5.)
 constexpr int64_t kGlobalBatch = 72;
-
-nlohmann::json read_summary(const TempDir& dir, const std::string& name) {
-  return nlohmann::json::parse(read_file(dir.file("run_" + name) + "/summary.json"));
-}
 
 int64_t comm_calls(const nlohmann::json& summary, const std::string& op) {
   const auto& comm = summary.at("comm");
@@ -136,5 +132,5 @@ TEST_P(Stage12Equivalence, AllReduceAndNonContiguousGradients) {
 INSTANTIATE_TEST_SUITE_P(Stages, Stage12Equivalence, ::testing::Values(1, 2),
                          [](const auto& info) { return "Stage" + std::to_string(info.param); });
 
-}  // namespace
+}  // namespace stage12_equivalence_test
 }  // namespace deepshard::testing

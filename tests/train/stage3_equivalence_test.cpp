@@ -18,13 +18,9 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace stage3_equivalence_test {
 
 constexpr int64_t kGlobalBatch = 72;  // divisible by N * accumulation for N in {1..4}, {1, 2}
-
-nlohmann::json read_summary(const TempDir& dir, const std::string& name) {
-  return nlohmann::json::parse(read_file(dir.file("run_" + name) + "/summary.json"));
-}
 
 struct Stage3Knobs {
   int64_t persistence = 0;
@@ -196,7 +192,8 @@ TEST(Stage3Equivalence, ParameterCountNotDivisibleByN) {
 // shard): 2 ranks, accumulation 2, prefetch on, give the bf16 stage-0 losses of the same ranks
 // within 1e-5 (the same bf16 forward, fp32 sums of the same bf16 gradients, the same Adam). The
 // reduction runs in fp32 on both sides (communication_data_type fp32; DeepSpeed's default for bf16
-// is a bf16 wire, whose rounding differs between all-reduce and reduce-scatter: WireFormat tests it).
+// is a bf16 wire, whose rounding differs between all-reduce and reduce-scatter: WireFormat tests
+// it).
 TEST(Stage3Equivalence, Bf16EqualsBf16Stage0) {
   TempDir dir;
   const std::string data = make_token_file(dir);
@@ -225,5 +222,5 @@ TEST(Stage3Equivalence, Bf16EqualsBf16Stage0) {
   EXPECT_EQ(ledger(summary, "gradients"), 4 * shard);
 }
 
-}  // namespace
+}  // namespace stage3_equivalence_test
 }  // namespace deepshard::testing

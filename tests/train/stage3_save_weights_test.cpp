@@ -12,7 +12,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace stage3_save_weights_test {
 
 TEST(Stage3SaveWeights, GathersFullWeightsOrRefuses) {
   TempDir dir;
@@ -51,5 +51,5 @@ TEST(Stage3SaveWeights, GathersFullWeightsOrRefuses) {
       << "the run trained before refusing";
 }
 
-}  // namespace
+}  // namespace stage3_save_weights_test
 }  // namespace deepshard::testing

@@ -21,7 +21,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace tensor_parallel_train_test {
 
 constexpr int64_t kGlobalBatch = 8;
 
@@ -201,5 +201,5 @@ TEST(TensorParallelTrain, RefusesWhatItDoesNotDoYet) {
   }
 }
 
-}  // namespace
+}  // namespace tensor_parallel_train_test
 }  // namespace deepshard::testing

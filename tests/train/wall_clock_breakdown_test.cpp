@@ -13,7 +13,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace wall_clock_breakdown_test {
 
 TEST(WallClockBreakdown, TimesEachPhaseAndReportsMfu) {
   TempDir dir;
@@ -62,5 +62,5 @@ TEST(WallClockBreakdown, OffByDefault) {
   EXPECT_FALSE(summary.contains("mfu"));
 }
 
-}  // namespace
+}  // namespace wall_clock_breakdown_test
 }  // namespace deepshard::testing

@@ -17,7 +17,7 @@
 #include "train/run_helpers.h"
 
 namespace deepshard::testing {
-namespace {
+namespace wire_format_test {
 
 // Stage 0: every byte is the gradient all-reduce, so a 16-bit wire halves the total. Stage 2 also
 // all-gathers fp32 parameters: there the saving must equal half of the gradient bytes (stage 0's).
@@ -81,5 +81,5 @@ TEST(WireFormat, PredivideAndPrescaleOnlyChangeRounding) {
   }
 }
 
-}  // namespace
+}  // namespace wire_format_test
 }  // namespace deepshard::testing

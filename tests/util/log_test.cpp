@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace deepshard::log {
-namespace {
+namespace log_test {
 
 TEST(Log, LevelsByName) {
   EXPECT_EQ(parse_level("debug"), Level::kDebug);
@@ -17,5 +17,5 @@ TEST(Log, LevelsByName) {
   EXPECT_EQ(parse_level(""), std::nullopt);
 }
 
-}  // namespace
+}  // namespace log_test
 }  // namespace deepshard::log

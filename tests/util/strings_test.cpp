@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace deepshard::strings {
-namespace {
+namespace strings_test {
 
 TEST(Strings, ParseIntTakesWholeDecimalIntegersOnly) {
   EXPECT_EQ(parse_int("0"), 0);
@@ -26,5 +26,5 @@ TEST(Strings, TrimSplitAndClosestMatch) {
   EXPECT_EQ(closest_match("xyz", {"overlap_comm", "reduce_scatter"}), "");
 }
 
-}  // namespace
+}  // namespace strings_test
 }  // namespace deepshard::strings

@@ -11,9 +11,9 @@
 #include "deepshard/zero/engine.h"
 
 namespace deepshard::zero {
-namespace {
+namespace dtype_contract_test {
 
-models::GptConfig tiny() {
+models::GptConfig dtype_contract_tiny() {
   models::GptConfig c;
   c.n_layer = 2;
   c.n_head = 2;
@@ -43,7 +43,7 @@ class DtypeContract : public ::testing::TestWithParam<int> {};
 
 TEST_P(DtypeContract, Bf16CastsAnFp32Model) {
   auto group = single();
-  models::Gpt model(tiny(), 3);
+  models::Gpt model(dtype_contract_tiny(), 3);
   // A frozen parameter and a floating buffer are cast too (module.bfloat16()).
   model->wpe->weight.set_requires_grad(false);
   model->register_buffer("scale", torch::ones({4}));
@@ -62,7 +62,7 @@ TEST_P(DtypeContract, Bf16CastsAnFp32Model) {
 
 TEST_P(DtypeContract, RefusesALowPrecisionModelUnderAnFp32Config) {
   auto group = single();
-  models::Gpt model(tiny(), 3);
+  models::Gpt model(dtype_contract_tiny(), 3);
   model->to(torch::kBFloat16);
   try {
     Engine::initialize(model.ptr(), ds(GetParam(), false, false), *group);
@@ -77,14 +77,14 @@ TEST_P(DtypeContract, RefusesALowPrecisionModelUnderAnFp32Config) {
 
 TEST_P(DtypeContract, RefusesAnFp16ModelUnderBf16) {
   auto group = single();
-  models::Gpt model(tiny(), 3);
+  models::Gpt model(dtype_contract_tiny(), 3);
   model->to(torch::kHalf);
   EXPECT_THROW(Engine::initialize(model.ptr(), ds(GetParam(), true, false), *group), ConfigError);
 }
 
 TEST_P(DtypeContract, Fp16OnCpuKeepsFp32Compute) {
   auto group = single();
-  models::Gpt model(tiny(), 3);
+  models::Gpt model(dtype_contract_tiny(), 3);
   auto engine = Engine::initialize(model.ptr(), ds(GetParam(), false, true), *group);
   for (const auto& p : model->parameters()) EXPECT_EQ(p.scalar_type(), at::kFloat);
   EXPECT_GT(engine->loss_scale(), 1.0);  // fp16's dynamic loss scaling applies
@@ -92,5 +92,5 @@ TEST_P(DtypeContract, Fp16OnCpuKeepsFp32Compute) {
 
 INSTANTIATE_TEST_SUITE_P(Stages, DtypeContract, ::testing::Values(0, 1, 2, 3));
 
-}  // namespace
+}  // namespace dtype_contract_test
 }  // namespace deepshard::zero

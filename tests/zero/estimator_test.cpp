@@ -6,7 +6,7 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::zero {
-namespace {
+namespace estimator_test {
 
 EstimateInput input(int64_t params, int64_t ranks, int stage, config::DType dtype) {
   EstimateInput in;
@@ -127,5 +127,5 @@ TEST(Estimator, RejectsBadInput) {
   EXPECT_THROW(estimate_model_states(input(10, 1, 4, config::DType::kFp32)), Error);
 }
 
-}  // namespace
+}  // namespace estimator_test
 }  // namespace deepshard::zero

@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace deepshard::zero {
-namespace {
+namespace grad_buckets_test {
 
 struct Recorder {
   std::vector<std::pair<int64_t, int64_t>> calls;
@@ -78,5 +78,5 @@ TEST(GradBuckets, IgnoresHooksOutsideAPass) {
   EXPECT_EQ(r.calls.size(), 1u);
 }
 
-}  // namespace
+}  // namespace grad_buckets_test
 }  // namespace deepshard::zero

@@ -11,7 +11,7 @@
 #include "zero/stage3/unit_plan.h"
 
 namespace deepshard::zero {
-namespace {
+namespace module_tree_test {
 
 using Node = ModuleTree::Node;
 
@@ -93,5 +93,5 @@ TEST(ModuleTree, OverlappingUnitsAreNamed) {
       "unit 'blocks.0' and unit 'blocks' overlap");
 }
 
-}  // namespace
+}  // namespace module_tree_test
 }  // namespace deepshard::zero

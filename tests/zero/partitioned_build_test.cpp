@@ -13,7 +13,7 @@
 #include "deepshard/zero/engine.h"
 
 namespace deepshard::zero {
-namespace {
+namespace partitioned_build_test {
 
 models::GptConfig small_gpt() {
   models::GptConfig c;
@@ -70,5 +70,5 @@ TEST(PartitionedBuild, OnlyStage3AdoptsIt) {
   EXPECT_THROW(Engine::initialize(built.ptr(), stage(2), *group, &build), ConfigError);
 }
 
-}  // namespace
+}  // namespace partitioned_build_test
 }  // namespace deepshard::zero

@@ -9,9 +9,9 @@
 #include "deepshard/zero/engine.h"
 
 namespace deepshard::zero {
-namespace {
+namespace stage0_single_rank_test {
 
-models::GptConfig tiny() {
+models::GptConfig stage0_tiny() {
   models::GptConfig c;
   c.n_layer = 2;
   c.n_head = 2;
@@ -46,10 +46,10 @@ void expect_matches_libtorch(int64_t gas, double clip) {
   const int64_t micro = 4, steps = 8;
   auto group = comm::Group::create(comm::RendezvousInfo{}, std::chrono::seconds(10));
 
-  models::Gpt ours(tiny(), 7);
+  models::Gpt ours(stage0_tiny(), 7);
   auto engine = Engine::initialize(ours.ptr(), ds_config(micro, gas, clip), *group);
 
-  models::Gpt ref(tiny(), 7);
+  models::Gpt ref(stage0_tiny(), 7);
   std::vector<at::Tensor> decay, no_decay, all;
   for (auto& p : ref->parameters()) {
     (p.dim() >= 2 ? decay : no_decay).push_back(p);
@@ -105,5 +105,5 @@ TEST(Stage0SingleRank, MatchesLibtorchAdamW) { expect_matches_libtorch(1, 0.0); 
 TEST(Stage0SingleRank, MatchesLibtorchWithAccumulation) { expect_matches_libtorch(3, 0.0); }
 TEST(Stage0SingleRank, MatchesLibtorchWithClipping) { expect_matches_libtorch(2, 0.05); }
 
-}  // namespace
+}  // namespace stage0_single_rank_test
 }  // namespace deepshard::zero

@@ -11,7 +11,7 @@
 #include "zero/shard_layout.h"
 
 namespace deepshard::zero {
-namespace {
+namespace stage12_shard_layout_test {
 
 const std::vector<std::vector<int64_t>> kSizes = {
     {7}, {4, 4, 4, 10, 2}, {1, 1, 1}, {63, 189, 3969, 63, 11907, 65}, {5, 100, 3, 17, 17, 1}};
@@ -134,5 +134,5 @@ TEST(GradBucketsInFlight, CompletesTheOldestBeforeStartingBeyondTheLimit) {
   }
 }
 
-}  // namespace
+}  // namespace stage12_shard_layout_test
 }  // namespace deepshard::zero

@@ -9,9 +9,9 @@
 #include "deepshard/zero/engine.h"
 
 namespace deepshard::zero {
-namespace {
+namespace stage12_single_rank_test {
 
-models::GptConfig tiny() {
+models::GptConfig stage12_tiny() {
   models::GptConfig c;
   c.n_layer = 2;
   c.n_head = 3;
@@ -53,7 +53,7 @@ at::Tensor flat_parameters(models::Gpt& model) {
 
 void expect_matches_stage0(int stage, bool overlap, Variant variant = {}) {
   auto group = comm::Group::create(comm::RendezvousInfo{}, std::chrono::seconds(10));
-  models::Gpt ref(tiny(), 7), ours(tiny(), 7);
+  models::Gpt ref(stage12_tiny(), 7), ours(stage12_tiny(), 7);
   auto ref_engine = Engine::initialize(ref.ptr(), ds_config(0, false), *group);
   auto engine = Engine::initialize(ours.ptr(), ds_config(stage, overlap, variant), *group);
   bool clipped = false;
@@ -108,5 +108,5 @@ TEST(Stage12SingleRank, Stage2WithoutContiguousGradientsMatchesStage0) {
   expect_matches_stage0(2, true, {.contiguous_gradients = false});
 }
 
-}  // namespace
+}  // namespace stage12_single_rank_test
 }  // namespace deepshard::zero

@@ -11,9 +11,9 @@
 #include "deepshard/zero/engine.h"
 
 namespace deepshard::zero {
-namespace {
+namespace stage3_single_rank_test {
 
-models::GptConfig tiny() {
+models::GptConfig stage3_tiny() {
   models::GptConfig c;
   c.n_layer = 3;
   c.n_head = 3;
@@ -63,7 +63,7 @@ std::pair<at::Tensor, at::Tensor> batch(int64_t seed) {
 
 void expect_matches_stage0(const Case& kase) {
   auto group = comm::Group::create(comm::RendezvousInfo{}, std::chrono::seconds(10));
-  models::Gpt ref(tiny(), 7), ours(tiny(), 7);
+  models::Gpt ref(stage3_tiny(), 7), ours(stage3_tiny(), 7);
   int64_t block = 0;  // elements of one block (N = 1: no padding)
   for (const auto& p : ours->blocks[0]->parameters()) block += p.numel();
   int64_t root = -3 * block;  // the elements outside the blocks
@@ -164,5 +164,5 @@ TEST(Stage3SingleRank, UnlimitedPrefetchMatchesStage0) {
   expect_matches_stage0({.prefetch_bucket = 1'000'000, .max_live_blocks = 100, .peak_blocks = 3});
 }
 
-}  // namespace
+}  // namespace stage3_single_rank_test
 }  // namespace deepshard::zero

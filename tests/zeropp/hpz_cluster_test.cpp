@@ -12,7 +12,7 @@
 #include "support/cluster_run.h"
 
 namespace deepshard::testing {
-namespace {
+namespace hpz_cluster_test {
 
 constexpr int64_t kSteps = 20;
 constexpr int64_t kCheckBytes = 3 * 8;  // a gather's order check: 3 int64 (fetch_check.h)
@@ -73,5 +73,5 @@ TEST(ClusterHpz, BackwardGathersStayInsideTheNode) {
   EXPECT_EQ(served, kSteps * 2);  // each of the 2 blocks' backward, every step
 }
 
-}  // namespace
+}  // namespace hpz_cluster_test
 }  // namespace deepshard::testing

@@ -14,7 +14,7 @@
 #include "zeropp/zeropp_checks.h"
 
 namespace deepshard::testing {
-namespace {
+namespace qgz_cluster_test {
 
 constexpr int64_t kSteps = 20;
 constexpr int kNodes = 2, kPerNode = 2;
@@ -55,5 +55,5 @@ TEST(ClusterQuantizedGradients, CrossNodeGradientBytesAtMostThreeTenths) {
   EXPECT_LE(ratio, 0.3);
 }
 
-}  // namespace
+}  // namespace qgz_cluster_test
 }  // namespace deepshard::testing

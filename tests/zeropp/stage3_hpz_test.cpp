@@ -18,7 +18,7 @@
 #include "zeropp/released_stage3.h"
 
 namespace deepshard::testing {
-namespace {
+namespace stage3_hpz_test {
 
 constexpr int64_t kGlobalBatch = 72;  // divisible by N * accumulation for N in {1..4}, {1, 2, 3}
 constexpr int64_t kSteps = 20;
@@ -160,5 +160,5 @@ TEST(Stage3Hpz, CheckpointsResumeExactlyAndReshard) {
   }
 }
 
-}  // namespace
+}  // namespace stage3_hpz_test
 }  // namespace deepshard::testing

@@ -20,7 +20,7 @@
 #include "zeropp/zeropp_checks.h"
 
 namespace deepshard::testing {
-namespace {
+namespace stage3_quantized_gradients_test {
 
 constexpr int64_t kSteps = 20;
 
@@ -97,5 +97,5 @@ TEST(Stage3QuantizedGradients, CheckpointsResumeExactly) {
       2, [](const std::string& more) { return stage3(true, more); }, "quantized gradients");
 }
 
-}  // namespace
+}  // namespace stage3_quantized_gradients_test
 }  // namespace deepshard::testing

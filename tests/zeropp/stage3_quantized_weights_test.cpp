@@ -24,7 +24,7 @@
 #include "zeropp/zeropp_checks.h"
 
 namespace deepshard::testing {
-namespace {
+namespace stage3_quantized_weights_test {
 
 constexpr int kRanks = 4;
 constexpr int64_t kSteps = 20;
@@ -76,5 +76,5 @@ TEST(Stage3QuantizedWeights, CheckpointsResumeExactly) {
       kRanks, [](const std::string& more) { return stage3(true, more); }, "quantized weights");
 }
 
-}  // namespace
+}  // namespace stage3_quantized_weights_test
 }  // namespace deepshard::testing

@@ -12,7 +12,7 @@
 #include "deepshard/util/error.h"
 
 namespace deepshard::zero {
-namespace {
+namespace unit_plan_test {
 
 struct NetImpl : torch::nn::Module, sharding::Shardable {
   NetImpl() {
@@ -121,13 +121,14 @@ TEST(UnitPlan, RefusesWhatTheDeclarationGetsWrong) {
       "unit 'E' has no parameters");
   expect_config_error(
       [&] {
-        resolve_units(*net, sharding::ShardingPlan(net->calls).unit("A", net->a.ptr()).unit(
-                                "A", net->a.ptr()));
+        resolve_units(
+            *net,
+            sharding::ShardingPlan(net->calls).unit("A", net->a.ptr()).unit("A", net->a.ptr()));
       },
       "two units are named 'A'");
   torch::nn::Linear plain(4, 4);
   expect_config_error([&] { declared_plan(*plain); }, "declares no sharding units");
 }
 
-}  // namespace
+}  // namespace unit_plan_test
 }  // namespace deepshard::zero

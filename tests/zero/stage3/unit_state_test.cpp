@@ -12,7 +12,7 @@
 #include "zero/stage3/unit.h"
 
 namespace deepshard::zero {
-namespace {
+namespace unit_state_test {
 
 struct OneUnit {
   OneUnit() : group(comm::Group::create(comm::RendezvousInfo{}, std::chrono::seconds(10))) {
@@ -105,5 +105,5 @@ TEST(Stage3UnitState, AnOperationOutOfOrderIsAnInternalErrorNamingTheUnitAndStat
   EXPECT_EQ(unit.state(), UnitState::kReleased);
 }
 
-}  // namespace
+}  // namespace unit_state_test
 }  // namespace deepshard::zero

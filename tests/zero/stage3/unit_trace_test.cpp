@@ -12,7 +12,7 @@
 #include "deepshard/comm/group.h"
 
 namespace deepshard::zero {
-namespace {
+namespace unit_trace_test {
 
 TEST(UnitTrace, ChangedOrderWarnsOnceAndIsRecordedAgain) {
   auto group = comm::Group::create(comm::RendezvousInfo{}, std::chrono::seconds(10));
@@ -48,5 +48,5 @@ TEST(UnitTrace, ChangedOrderWarnsOnceAndIsRecordedAgain) {
   EXPECT_NE(err.find("unit h.1 fetched at position 0"), std::string::npos) << err;
 }
 
-}  // namespace
+}  // namespace unit_trace_test
 }  // namespace deepshard::zero
