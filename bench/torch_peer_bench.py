@@ -15,8 +15,8 @@ Modes deepshard0..deepshard3 train the same Python model on the same data and ra
 `import deepshard` (docs/python.md) at that ZeRO stage: the engine's AdamW, WarmupCosineLR and
 clipping from a DeepSpeed config with the values above (PYTHONPATH must reach the package, e.g.
 build/python); with --kernels the model's nn.LayerNorm, nn.GELU and nn.MultiheadAttention modules
-run deepshard's fused kernels (`deepshard.initialize(kernel_inject=True)`; the Linear layers stay
-torch's). scripts/bench_peers.sh runs them side by side
+run deepshard's fused kernels (`deepshard.initialize(kernel_inject=True)`), and its nn.Linear
+layers too where the ranks measure deepshard's Linear kernel faster (docs/python.md). scripts/bench_peers.sh runs them side by side
 with DDP and DDP + ZeRO-1.
 
 Run with Debian's /usr/bin/python3 and python3-torch (torch 1.13.1). Reports global tokens/s at
@@ -59,7 +59,8 @@ def parse_args(argv=None):
     p.add_argument("--data", default="random", help="random | PATH (raw bytes)")
     p.add_argument("--kernels", action="store_true",
                    help="deepshard modes: initialize(kernel_inject=True), the model's LayerNorm, "
-                        "GELU and MultiheadAttention modules on deepshard's fused kernels")
+                        "GELU and MultiheadAttention modules (and Linear where measured faster) "
+                        "on deepshard's fused kernels")
     p.add_argument("--block-units", action="store_true",
                    help="deepshard3: each transformer block one ZeRO-3 unit "
                         "(deepshard.utils.set_z3_leaf_modules, FSDP's auto-wrap by block class)")

@@ -14,8 +14,9 @@
 # (`import deepshard`, docs/python.md) at that ZeRO stage training the peers' own PyTorch model on
 # the peers' data and ranks (bench/torch_peer_bench.py --mode deepshardN): the Python side-by-side
 # (`--impl ddp --impl zero1 --impl py0 --impl py1 --impl py2 --impl py3`), whose stage ratios are
-# against py0; py0k..py3k the same with the model's Linear, LayerNorm and GELU modules on
-# deepshard's fused kernels (`initialize(kernel_inject=True)`, --kernels), their ratios against
+# against py0; py0k..py3k the same with the model's LayerNorm, GELU and attention modules (and
+# Linear where the ranks measure it faster) on deepshard's fused kernels
+# (`initialize(kernel_inject=True)`, --kernels), their ratios against
 # py0k; py3b and py3kb stage 3 with each transformer block one unit (--block-units:
 # deepshard.utils.set_z3_leaf_modules by the block's class, FSDP's auto-wrap policy), against py0
 # and py0k. Prints a markdown table for docs/benchmarks.md, with the machine, date, command, load and

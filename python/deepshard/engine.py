@@ -275,21 +275,43 @@ class DeepShardEngine:
         self._hooks.remove()
 
 
+# initialize(kernel_inject=True) switches the Linear layers too when every rank measures
+# deepshard's linear kernel at least this much faster than torch's on the model's shapes.
+LINEAR_SPEEDUP_TO_SWITCH = 1.05
+
+
+def _measured_linear_choice(model):
+    """(switch the Linear layers?, why) for kernel_inject=True: ops.linear_speedup on every rank,
+    the Linear layers switched only if all ranks agree, so that every rank runs the same kernels."""
+    speedup = ops.linear_speedup(model)
+    agree = torch.tensor([1.0 if speedup >= LINEAR_SPEEDUP_TO_SWITCH else 0.0])
+    _C.all_reduce_sum(agree)
+    switch = int(agree.item()) == _C.get_world_size()
+    why = (f"linear: oneDNN's sgemm measured {speedup:.2f}x torch's on the model's Linear shapes "
+           f"(rank 0; switched when every rank measures >= {LINEAR_SPEEDUP_TO_SWITCH}x)")
+    return switch, why
+
+
 def _inject_kernels(model, kernel_inject):
     """initialize(kernel_inject=...): ops.inject_kernels on the model, said on rank 0."""
+    init_distributed()
+    why_linear = ""
     if kernel_inject is True:
         kinds = ops.DEFAULT_KINDS
+        switch_linear, why_linear = _measured_linear_choice(model)
+        if switch_linear:
+            kinds = ("linear",) + kinds
     elif isinstance(kernel_inject, str):
         kinds = (kernel_inject,)
     else:
         kinds = tuple(kernel_inject)
-    init_distributed()
     counts = ops.inject_kernels(model, kinds)
     if _C.get_rank() == 0:
         switched = ", ".join(f"{counts.get(k, 0)} {k}" for k in kinds)
         linear = f"; {ops.sgemm_status()}" if "linear" in kinds else ""
+        measured = f"; {why_linear}" if why_linear else ""
         _C.log_info(f"deepshard.initialize(kernel_inject): modules switched to deepshard's fused "
-                    f"kernels: {switched}{linear}")
+                    f"kernels: {switched}{linear}{measured}")
 
 
 def initialize(args=None, model=None, optimizer=None, model_parameters=None, training_data=None,
@@ -300,9 +322,10 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None, tra
     engine's C++ Adam/AdamW, partitioned by the ZeRO stage); the engine trains every parameter
     with requires_grad (model_parameters, when given, must be exactly those).
     kernel_inject (deepshard's own argument): True switches the model's nn.LayerNorm,
-    nn.GELU(approximate="tanh") and nn.MultiheadAttention to deepshard's fused kernels first, a
-    kind or a list of kinds chooses them ("linear", "layer_norm", "gelu", "attention":
-    ops.inject_kernels); what was switched is logged."""
+    nn.GELU(approximate="tanh") and nn.MultiheadAttention to deepshard's fused kernels first, and
+    its nn.Linear layers too where every rank measures deepshard's linear kernel faster on the
+    model's shapes (ops.linear_speedup); a kind or a list of kinds chooses them ("linear",
+    "layer_norm", "gelu", "attention": ops.inject_kernels); what was switched is logged."""
     if model is None:
         raise ValueError("deepshard.initialize: no model")
     if optimizer is not None:

@@ -10,6 +10,7 @@ torch's own operator for what it does not handle (another device or dtype, a str
 build without oneDNN), and the modules keep torch's forward under torch.autocast, whose casts a
 kernel would bypass."""
 import math
+import time
 
 import torch
 import torch.nn as nn
@@ -143,11 +144,41 @@ _KINDS = {
     "gelu": (nn.GELU, GELU, lambda m: m.approximate == "tanh"),
     "attention": (nn.MultiheadAttention, MultiheadAttention, lambda m: True),
 }
-# Switched unless asked otherwise. Not "linear": on this project's Xeon (AVX-512) OpenBLAS's
-# SkylakeX sgemm, which torch's Linear runs on, is 1.7-1.9x faster than oneDNN's for the GPT's
-# shapes at one thread (docs/python.md, "Fused kernels"); the oneDNN Linear pays off where
-# OpenBLAS runs a generic core.
+# Switched unless asked otherwise. Not "linear": which sgemm is faster depends on the CPU (on an
+# Intel Xeon OpenBLAS's SkylakeX sgemm, which torch's Linear runs on, is 1.7-1.9x oneDNN's for the
+# GPT's shapes at one thread; on an AMD EPYC oneDNN's is 1.1-1.65x OpenBLAS's: docs/python.md,
+# "Fused kernels"), so initialize(kernel_inject=True) adds it only where linear_speedup measures
+# oneDNN's faster on the model's own shapes.
 DEFAULT_KINDS = ("layer_norm", "gelu", "attention")
+
+
+def linear_speedup(model, rows=256, repeats=3, largest=4):
+    """How much faster deepshard's linear kernel (oneDNN's sgemm) runs the model's Linear layers
+    than torch's F.linear on this machine: the CPU time of a forward and backward through
+    F.linear over that through ops.linear, summed over the `largest` distinct (in, out) shapes of
+    the model's fp32 CPU nn.Linear modules, each on `rows` random rows, the fastest of `repeats`
+    after one warm-up. 0.0 when there is no such module or the kernel would not run it (a build
+    without oneDNN, a oneDNN that failed its numeric check)."""
+    shapes = sorted({(m.in_features, m.out_features) for m in model.modules()
+                     if isinstance(m, nn.Linear) and m.weight.dtype == torch.float32
+                     and m.weight.device.type == "cpu"},
+                    key=lambda s: s[0] * s[1], reverse=True)[:largest]
+    times = {F.linear: 0.0, linear: 0.0}
+    for in_features, out_features in shapes:
+        x = torch.randn(rows, in_features, requires_grad=True)
+        w = torch.randn(out_features, in_features, requires_grad=True)
+        b = torch.randn(out_features, requires_grad=True)
+        if not _C.ops.linear_supported(x, w, b):
+            return 0.0
+        for fn in times:
+            fn(x, w, b).sum().backward()
+            best = math.inf
+            for _ in range(repeats):
+                start = time.process_time()
+                fn(x, w, b).sum().backward()
+                best = min(best, time.process_time() - start)
+            times[fn] += best
+    return times[F.linear] / times[linear] if shapes and times[linear] > 0 else 0.0
 
 
 def inject_kernels(model, kinds=DEFAULT_KINDS):

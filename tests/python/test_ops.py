@@ -215,6 +215,34 @@ def test_initialize_kernel_inject_switches_before_the_engine():
     engine.destroy()
 
 
+def test_linear_speedup_times_the_models_linear_shapes():
+    """ops.linear_speedup: a positive ratio for a model with fp32 Linear layers where the kernel
+    runs them (a build with a usable oneDNN), 0.0 for a model without any."""
+    with_linear = nn.Sequential(nn.Linear(64, 96), nn.GELU(), nn.Linear(96, 64))
+    speedup = ops.linear_speedup(with_linear, rows=32, repeats=1)
+    if ops.sgemm_status().startswith("oneDNN") and "verified" in ops.sgemm_status():
+        assert speedup > 0.0
+    else:
+        assert speedup == 0.0
+    assert ops.linear_speedup(nn.Sequential(nn.LayerNorm(8), nn.GELU())) == 0.0
+
+
+@pytest.mark.parametrize("measured", [2.0, 1.0])
+def test_kernel_inject_true_switches_linear_where_measured_faster(monkeypatch, measured):
+    """initialize(kernel_inject=True) adds the Linear layers to the default kinds exactly when
+    ops.linear_speedup (here fixed) reaches engine.LINEAR_SPEEDUP_TO_SWITCH on every rank."""
+    from deepshard import engine as engine_module
+    monkeypatch.setattr(ops, "linear_speedup", lambda model: measured)
+    model = nn.Sequential(nn.Linear(4, 8), nn.GELU(approximate="tanh"), nn.LayerNorm(8))
+    config = {"train_micro_batch_size_per_gpu": 2,
+              "optimizer": {"type": "AdamW", "params": {"lr": 1e-2}}}
+    engine, _, _, _ = deepshard.initialize(model=model, config=config, kernel_inject=True)
+    switched = measured >= engine_module.LINEAR_SPEEDUP_TO_SWITCH
+    assert (type(model[0]) is ops.Linear) == switched
+    assert type(model[1]) is ops.GELU and type(model[2]) is ops.LayerNorm
+    engine.destroy()
+
+
 @pytest.mark.parametrize("batch_first", [True, False])
 @pytest.mark.parametrize("mask_kind", ["float", "bool"])
 def test_multihead_attention_causal(batch_first, mask_kind):
