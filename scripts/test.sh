@@ -13,8 +13,8 @@
 #
 # Time budget: the whole command is meant to end within DS_TEST_BUDGET_MINUTES (default 75, inside
 # CI's 90). Set-up, the build and the suite always run whole; the sanitizer passes stop at the
-# budget and name what they did not run (with a warm ccache all of them fit; after a cold build of
-# everything they do not).
+# budget and name what they did not run (all of them fit even from a cold start: README, "Two
+# commands").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 budget_end=$(($(date +%s) + ${DS_TEST_BUDGET_MINUTES:-75} * 60))
