@@ -152,33 +152,44 @@ _KINDS = {
 DEFAULT_KINDS = ("layer_norm", "gelu", "attention")
 
 
-def linear_speedup(model, rows=256, repeats=3, largest=4):
+def linear_speedup(model, rows=512, repeats=5, largest=4):
     """How much faster deepshard's linear kernel (oneDNN's sgemm) runs the model's Linear layers
-    than torch's F.linear on this machine: the CPU time of a forward and backward through
-    F.linear over that through ops.linear, summed over the `largest` distinct (in, out) shapes of
-    the model's fp32 CPU nn.Linear modules, each on `rows` random rows, the fastest of `repeats`
-    after one warm-up. 0.0 when there is no such module or the kernel would not run it (a build
-    without oneDNN, a oneDNN that failed its numeric check)."""
+    than torch's F.linear on this machine: the time of a forward and backward through F.linear
+    over that through ops.linear, summed over the `largest` distinct (in, out) shapes of the
+    model's fp32 CPU nn.Linear modules, each on `rows` random rows; per shape the fastest of
+    `repeats` runs of each after a warm-up. CPU time of the process, not wall time: the ranks
+    share the cores, so a kernel costs the CPU it takes, and OpenBLAS's own threads (which
+    torch.set_num_threads does not bound, and which spin a while after each call) would make
+    torch's look faster alone than it is beside the other ranks. oneDNN's runs come first, after
+    a pause: OpenBLAS's spinning threads would otherwise be charged to them. 0.0 when
+    there is no such module or the kernel would not run it (a build without oneDNN, a oneDNN that
+    failed its numeric check)."""
     shapes = sorted({(m.in_features, m.out_features) for m in model.modules()
                      if isinstance(m, nn.Linear) and m.weight.dtype == torch.float32
                      and m.weight.device.type == "cpu"},
                     key=lambda s: s[0] * s[1], reverse=True)[:largest]
-    times = {F.linear: 0.0, linear: 0.0}
+    cases = []
     for in_features, out_features in shapes:
         x = torch.randn(rows, in_features, requires_grad=True)
         w = torch.randn(out_features, in_features, requires_grad=True)
         b = torch.randn(out_features, requires_grad=True)
+        dy = torch.randn(rows, out_features)  # a dense upstream gradient, as in training
         if not _C.ops.linear_supported(x, w, b):
             return 0.0
-        for fn in times:
-            fn(x, w, b).sum().backward()
+        cases.append((x, w, b, dy))
+    totals = {}
+    time.sleep(0.1)  # OpenBLAS's threads stop spinning after the model's own torch work
+    for fn in (linear, F.linear):  # oneDNN's first: OpenBLAS's spinning would be charged to it
+        totals[fn] = 0.0
+        for x, w, b, dy in cases:
             best = math.inf
-            for _ in range(repeats):
+            for run in range(repeats + 1):
                 start = time.process_time()
-                fn(x, w, b).sum().backward()
-                best = min(best, time.process_time() - start)
-            times[fn] += best
-    return times[F.linear] / times[linear] if shapes and times[linear] > 0 else 0.0
+                fn(x, w, b).backward(dy)
+                if run > 0:  # run 0 warms up
+                    best = min(best, time.process_time() - start)
+            totals[fn] += best
+    return totals[F.linear] / totals[linear] if shapes else 0.0
 
 
 def inject_kernels(model, kinds=DEFAULT_KINDS):
