@@ -6,8 +6,9 @@
 #   1. data/genre-gpt2.{train,valid}.{bin,labels}: `prepare-data --labels brown-genre --tokenizer
 #      gpt2` on the 500 texts (passages of 128 GPT-2 tokens, every 5th text held out for
 #      validation), unless they exist;
-#   2. examples/bert-brown-mlm.json: masked-LM pretraining on the training texts, N ranks
-#      (its weights runs/bert-brown-mlm/model.safetensors), unless they exist;
+#   2. examples/bert-brown-mlm.json: masked-LM pretraining on the training texts, N ranks, 6,000
+#      steps (20 minutes at 2 ranks on 2 cores; its weights runs/bert-brown-mlm/model.safetensors),
+#      unless they exist;
 #   3. examples/genre-case-study.json: the fine-tuning from them, N ranks;
 #   4. prints the figures the case study reports from its summary.json: samples/s, peak memory
 #      per rank, the communication share of the step, with the validation accuracy against the
