@@ -251,7 +251,7 @@ TEST(Assertions, DeepSpeedsCrossChecksAreKept) {
 }
 
 // The seed's compression block as written; PowerSGD only where the whole gradient is all-reduced.
-TEST(Compression, PowerSgdBlockIsReadAndCheckedPerStage) {
+TEST(CompressionConfig, PowerSgdBlockIsReadAndCheckedPerStage) {
   const nlohmann::json block = {
       {"type", "powerSGD"},
       {"params", {{"matrix_approximation_rank", 2}, {"start_compressing_after_step", 1000}}}};
