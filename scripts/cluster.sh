@@ -68,8 +68,9 @@ check_node() {
 # segmentation offload spares its host (measured: 4 nodes at 1 Gbit/s on the 2 shared cores ran
 # 7 % slower with a 64 kB bucket, docs/benchmarks.md). Both keep the rate: 96 Mbit/s and
 # 950-960 Mbit/s measured through either.
+default_burst=256kb
 shape() {
-  local name=$1 i=$2 rate=$3 burst=${4:-256kb}
+  local name=$1 i=$2 rate=$3 burst=${4:-$default_burst}
   for end in "$(node_ns "$name" "$i") eth0" "$(switch_ns "$name") p$i"; do
     set -- $end
     ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$rate" burst "$burst" latency 100ms ||
@@ -92,7 +93,7 @@ netem_available() {
 cmd_up() {
   local name=$1 k=$2
   shift 2
-  local subnet rate="" burst=256kb
+  local subnet rate="" burst=$default_burst
   subnet="$(default_subnet "$name")"
   while [ $# -gt 0 ]; do
     case $1 in

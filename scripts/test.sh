@@ -36,7 +36,6 @@ if [ ! -f "$costs" ]; then
   cp tests/ctest_costs.txt "$costs"
 fi
 # One test more than cores: the tests that wait on shaped links, timeouts and dead ranks leave
-# cores idle (the whole suite kept 1.6 of 2 cores busy at -j2 and 1.9 at -j3: 1102 s against
-# 920 s, docs/reliability.md).
+# cores idle (at -j2 the suite kept 1.6 of 2 cores busy, at -j3 1.9: docs/reliability.md).
 (cd "$build_dir" && ctest --output-on-failure -j "${JOBS:-$(($(nproc) + 1))}" "$@")
 [ $# -gt 0 ] || DS_SANITIZE_DEADLINE="${DS_SANITIZE_DEADLINE:-$budget_end}" scripts/sanitize.sh all

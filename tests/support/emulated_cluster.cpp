@@ -93,9 +93,8 @@ EmulatedCluster::EmulatedCluster(const ClusterOptions& options)
     : name_(unique_name()), nodes_(options.nodes) {
   start_reaper(name_, reaper_pid_, reaper_fd_);
   std::vector<std::string> args = {"up", name_, std::to_string(options.nodes)};
-  if (!options.rate.empty()) {
-    args.insert(args.end(), {"--rate", options.rate, "--burst", options.burst});
-  }
+  if (!options.rate.empty()) args.insert(args.end(), {"--rate", options.rate});
+  if (!options.burst.empty()) args.insert(args.end(), {"--burst", options.burst});
   try {
     std::printf("%s", cluster_sh(args).c_str());
     subnet_ = cluster_sh({"addr", name_, "0"});
@@ -128,7 +127,9 @@ void EmulatedCluster::set_link(int node, bool up) const {
 }
 
 void EmulatedCluster::shape(int node, const std::string& rate, const std::string& burst) const {
-  cluster_sh({"shape", name_, std::to_string(node), rate, burst});
+  std::vector<std::string> args = {"shape", name_, std::to_string(node), rate};
+  if (!burst.empty()) args.push_back(burst);
+  cluster_sh(args);
 }
 
 std::vector<NodeRun> launch_on_cluster(const EmulatedCluster& cluster,

@@ -16,8 +16,8 @@ namespace deepshard::testing {
 
 struct ClusterOptions {
   int nodes = 2;
-  std::string rate;            // tbf rate of every link ("1gbit", "100mbit"); "" = unshaped
-  std::string burst = "256kb";  // tbf burst (scripts/cluster.sh)
+  std::string rate;   // tbf rate of every link ("1gbit", "100mbit"); "" = unshaped
+  std::string burst;  // tbf burst; "" = scripts/cluster.sh's default
 };
 
 class EmulatedCluster {
@@ -39,7 +39,7 @@ class EmulatedCluster {
   std::vector<std::string> on_node(int node, const std::vector<std::string>& command) const;
   // Cuts (false) or restores (true) node's link; shapes it to `rate` in both directions.
   void set_link(int node, bool up) const;
-  void shape(int node, const std::string& rate, const std::string& burst = "256kb") const;
+  void shape(int node, const std::string& rate, const std::string& burst = "") const;
 
  private:
   std::string name_;
