@@ -287,7 +287,7 @@ def _measured_linear_choice(model):
     agree = torch.tensor([1.0 if speedup >= LINEAR_SPEEDUP_TO_SWITCH else 0.0])
     _C.all_reduce_sum(agree)
     switch = int(agree.item()) == _C.get_world_size()
-    why = (f"linear: oneDNN's sgemm measured {speedup:.2f}x torch's on the model's Linear shapes "
+    why = (f"linear: deepshard's sgemm measured {speedup:.2f}x torch's on the model's Linear shapes "
            f"(rank 0; switched when every rank measures >= {LINEAR_SPEEDUP_TO_SWITCH}x)")
     return switch, why
 

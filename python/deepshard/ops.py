@@ -1,5 +1,5 @@
 """deepshard's fused CPU kernels for PyTorch models: the kernels deepshard's C++ models run
-(include/deepshard/kernels: Linear layers on oneDNN's sgemm, layer norm and GPT-2's tanh GELU in
+(include/deepshard/kernels: Linear layers on one sgemm call per product, layer norm and GPT-2's tanh GELU in
 one pass over memory, blocked causal attention, cross-entropy in fp32), as differentiable functions
 and as torch.nn modules that run them. The modules are subclasses of the torch modules they
 replace with only `forward` changed (same parameters, buffers, state_dict and hooks), and
@@ -7,7 +7,7 @@ inject_kernels(model) switches a model's nn.LayerNorm, nn.GELU(approximate="tanh
 nn.MultiheadAttention (and, when asked, nn.Linear) to them in place;
 `deepshard.initialize(..., kernel_inject=True)` does it for the engine's model. Each kernel runs
 torch's own operator for what it does not handle (another device or dtype, a strided input, a
-build without oneDNN), and the modules keep torch's forward under torch.autocast, whose casts a
+process without a verified sgemm), and the modules keep torch's forward under torch.autocast, whose casts a
 kernel would bypass."""
 import math
 import time
@@ -20,7 +20,7 @@ from . import _C
 
 
 def linear(x, weight, bias=None):
-    """y = x weightᵀ + bias on oneDNN's sgemm (fp32, contiguous CPU operands), else F.linear."""
+    """y = x weightᵀ + bias on deepshard's sgemm (fp32, contiguous CPU operands), else F.linear."""
     return _C.ops.linear(x, weight, bias)
 
 
@@ -153,17 +153,16 @@ DEFAULT_KINDS = ("layer_norm", "gelu", "attention")
 
 
 def linear_speedup(model, rows=512, repeats=5, largest=4):
-    """How much faster deepshard's linear kernel (oneDNN's sgemm) runs the model's Linear layers
+    """How much faster deepshard's linear kernel (its sgemm: sgemm_status()) runs the model's Linear layers
     than torch's F.linear on this machine: the time of a forward and backward through F.linear
     over that through ops.linear, summed over the `largest` distinct (in, out) shapes of the
     model's fp32 CPU nn.Linear modules, each on `rows` random rows; per shape the fastest of
     `repeats` runs of each after a warm-up. CPU time of the process, not wall time: the ranks
     share the cores, so a kernel costs the CPU it takes, and OpenBLAS's own threads (which
     torch.set_num_threads does not bound, and which spin a while after each call) would make
-    torch's look faster alone than it is beside the other ranks. oneDNN's runs come first, after
+    torch's look faster alone than it is beside the other ranks. deepshard's runs come first, after
     a pause: OpenBLAS's spinning threads would otherwise be charged to them. 0.0 when
-    there is no such module or the kernel would not run it (a build without oneDNN, a oneDNN that
-    failed its numeric check)."""
+    there is no such module or the kernel would not run it (no sgemm passed its numeric check)."""
     shapes = sorted({(m.in_features, m.out_features) for m in model.modules()
                      if isinstance(m, nn.Linear) and m.weight.dtype == torch.float32
                      and m.weight.device.type == "cpu"},
@@ -179,7 +178,7 @@ def linear_speedup(model, rows=512, repeats=5, largest=4):
         cases.append((x, w, b, dy))
     totals = {}
     time.sleep(0.1)  # OpenBLAS's threads stop spinning after the model's own torch work
-    for fn in (linear, F.linear):  # oneDNN's first: OpenBLAS's spinning would be charged to it
+    for fn in (linear, F.linear):  # deepshard's first: OpenBLAS's spinning would be charged to it
         totals[fn] = 0.0
         for x, w, b, dy in cases:
             best = math.inf
@@ -221,5 +220,6 @@ def inject_kernels(model, kinds=DEFAULT_KINDS):
 
 
 def sgemm_status():
-    """One line: oneDNN's sgemm (the Linear kernel's) and whether it is used, or why not."""
+    """One line: the sgemm the Linear and attention kernels run on (oneDNN's or OpenBLAS's), why,
+    and its numeric check; or why they keep torch's."""
     return _C.ops.sgemm_status()

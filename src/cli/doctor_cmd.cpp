@@ -14,8 +14,8 @@
 #include "kernels/bf16_compute.h"
 #include "platform/blas_kernels.h"
 #include "platform/cpu_info.h"
-#include "platform/dnnl_sgemm.h"
 #include "platform/kernel_isa.h"
+#include "platform/sgemm.h"
 #include "train/matmul_peak.h"
 
 namespace deepshard::cli {
@@ -63,7 +63,7 @@ int run_doctor_command(const Args& args) {
   std::printf("threads per rank: %d (%lld local rank(s))\n", threads,
               static_cast<long long>(ranks));
   std::printf("onednn:           %s\n", onednn.empty() ? "not loaded" : onednn.c_str());
-  std::printf("linear layers:    %s\n", platform::dnnl_sgemm_status().c_str());
+  std::printf("linear layers:    %s\n", platform::sgemm_status().c_str());
   std::printf("kernels:          %s\n", platform::kernel_isa_status().c_str());
   // What `deepshard train` chooses without --bf16-compute (DEEPSHARD_BF16_COMPUTE, else auto).
   const kernels::Bf16ComputeChoice bf16_compute =

@@ -8,8 +8,8 @@
 #include "cli/environment.h"
 #include "deepshard/util/error.h"
 #include "kernels/libtorch_bf16.h"
-#include "platform/dnnl_sgemm.h"
 #include "platform/kernel_isa.h"
+#include "platform/sgemm.h"
 #include "util/log.h"
 #include "zero/stage3/storage_resize.h"
 
@@ -32,6 +32,7 @@ const ProcessOptions& process_options() {
     }
     o.bf16_compute = non_empty_env("DEEPSHARD_BF16_COMPUTE");
     o.linear = non_empty_env("DEEPSHARD_LINEAR");
+    o.sgemm = non_empty_env("DEEPSHARD_SGEMM");
     o.heap = non_empty_env("DEEPSHARD_HEAP");
     o.users_heap_setting = users_heap_setting_from_process();
     o.blas = blas_environment_from_process();
@@ -58,6 +59,7 @@ void apply_process_options(const ProcessOptions& options) {
              "DEEPSHARD_LINEAR=", *options.linear, ": expected dnnl (the default) or torch");
     if (*options.linear == "torch") platform::keep_torch_linear();
   }
+  if (options.sgemm) platform::set_sgemm_setting(*options.sgemm);
 }
 
 kernels::Bf16ComputeChoice bf16_compute_from_environment(const ProcessOptions& options,

@@ -17,9 +17,9 @@
 #include "deepshard/util/error.h"
 #include "kernels/bf16_compute.h"
 #include "kernels/causal_softmax_rows.h"
-#include "kernels/dnnl_threads.h"
+#include "kernels/gemm_threads.h"
 #include "kernels/record_op.h"
-#include "platform/dnnl_sgemm.h"
+#include "platform/sgemm.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -31,7 +31,7 @@ constexpr int64_t kBlock = 64;
 // Row-major C[m, n] = op(A) op(B) (beta 0) with explicit leading dimensions.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
           const float* b, int64_t ldb, float* c, int64_t ldc) {
-  platform::dnnl_sgemm_row_major(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  platform::sgemm_row_major(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
 }
 
 struct Shape {
@@ -44,11 +44,12 @@ Shape shape_of(const at::Tensor& qkv, int64_t n_head) {
   return {qkv.size(0), qkv.size(1), width, n_head, width / n_head};
 }
 
-// Runs f(b, h) for every (batch, head) pair on torch's intra-op threads; oneDNN's sgemm runs on
-// one thread inside (nested OpenMP) or on torch's thread count when the loop runs inline.
+// Runs f(b, h) for every (batch, head) pair on torch's intra-op threads; the sgemm runs on one
+// thread inside (gemm_threads.h) or on torch's thread count when the loop runs inline.
 template <typename F>
 void for_each_head(const Shape& sh, F&& f) {
-  match_dnnl_threads_to_torch();
+  match_gemm_threads_to_torch();
+  const OneThreadBlas one_thread(at::get_num_threads() > 1 && sh.batch * sh.heads > 1);
   at::parallel_for(0, sh.batch * sh.heads, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) f(i / sh.heads, i % sh.heads);
   });
@@ -139,7 +140,7 @@ bool blocked_attention_supported(const at::Tensor& qkv, int64_t n_head) {
                      (qkv.scalar_type() == at::kBFloat16 && bf16_compute() == Bf16Compute::kFp32);
   return qkv.device().is_cpu() && qkv.layout() == at::kStrided && dtype && qkv.dim() == 3 &&
          qkv.is_contiguous() && n_head > 0 && qkv.size(2) % (3 * n_head) == 0 && qkv.numel() > 0 &&
-         platform::dnnl_sgemm_usable();
+         platform::sgemm_usable();
 }
 
 at::Tensor causal_attention(const at::Tensor& qkv, int64_t n_head) {
@@ -147,7 +148,7 @@ at::Tensor causal_attention(const at::Tensor& qkv, int64_t n_head) {
       blocked_attention_supported(qkv, n_head), Error,
       "causal_attention: needs contiguous fp32 CPU qkv [B, T, 3C] (or bf16 computed in fp32) with "
       "C a multiple of n_head (",
-      n_head, ") and oneDNN's sgemm; got ", qkv.sizes(), " ", qkv.scalar_type());
+      n_head, ") and a verified sgemm; got ", qkv.sizes(), " ", qkv.scalar_type());
   // bf16 computed in fp32 (bf16_compute.h): the kernel on an fp32 copy of qkv, y rounded to bf16
   // once; autograd converts the gradient back to bf16 for qkv.
   if (qkv.scalar_type() == at::kBFloat16) {

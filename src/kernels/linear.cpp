@@ -1,4 +1,4 @@
-// The oneDNN linear (linear.h): forward y = x Wᵀ (+ b, written first and accumulated with beta 1),
+// The fused linear (linear.h): forward y = x Wᵀ (+ b, written first and accumulated with beta 1),
 // backward dX = dY W, dW = dYᵀ X, db = column sums of dY; x is viewed as [rows, in]. bf16 operands
 // (bf16 computed in fp32) are converted to fp32 copies at each product, and results rounded once.
 #include "kernels/linear.h"
@@ -6,9 +6,9 @@
 #include <torch/torch.h>
 
 #include "kernels/bf16_compute.h"
-#include "kernels/dnnl_threads.h"
+#include "kernels/gemm_threads.h"
 #include "kernels/record_op.h"
-#include "platform/dnnl_sgemm.h"
+#include "platform/sgemm.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -34,10 +34,10 @@ at::Tensor as_fp32(const at::Tensor& t) { return t.to(at::kFloat).contiguous(); 
 // Row-major C [m, n] = op(A) op(B) (+ C when accumulate) on torch's intra-op thread count.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const at::Tensor& a,
           const at::Tensor& b, at::Tensor& c, bool accumulate) {
-  match_dnnl_threads_to_torch();
-  platform::dnnl_sgemm_row_major(ta, tb, m, n, k, 1.0f, a.data_ptr<float>(), ta ? m : k,
-                                 b.data_ptr<float>(), tb ? k : n, accumulate ? 1.0f : 0.0f,
-                                 c.data_ptr<float>(), n);
+  match_gemm_threads_to_torch();
+  platform::sgemm_row_major(ta, tb, m, n, k, 1.0f, a.data_ptr<float>(), ta ? m : k,
+                            b.data_ptr<float>(), tb ? k : n, accumulate ? 1.0f : 0.0f,
+                            c.data_ptr<float>(), n);
 }
 
 at::Tensor linear_forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
@@ -77,7 +77,7 @@ torch::autograd::variable_list linear_backward(torch::autograd::AutogradContext*
 }
 
 // Two autograd functions: libtorch 1.13's Function::apply rejects an undefined tensor input.
-struct DnnlLinear : torch::autograd::Function<DnnlLinear> {
+struct FusedLinear : torch::autograd::Function<FusedLinear> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& weight, const at::Tensor& bias) {
     return linear_forward(ctx, x, weight, bias);
@@ -88,7 +88,7 @@ struct DnnlLinear : torch::autograd::Function<DnnlLinear> {
   }
 };
 
-struct DnnlLinearNoBias : torch::autograd::Function<DnnlLinearNoBias> {
+struct FusedLinearNoBias : torch::autograd::Function<FusedLinearNoBias> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& weight) {
     return linear_forward(ctx, x, weight, at::Tensor());
@@ -101,16 +101,16 @@ struct DnnlLinearNoBias : torch::autograd::Function<DnnlLinearNoBias> {
 
 }  // namespace
 
-bool dnnl_linear_supported(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+bool fused_linear_supported(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   const bool operands =
       dense_operands(x, weight, bias, at::kFloat) ||
       (bf16_compute() == Bf16Compute::kFp32 && dense_operands(x, weight, bias, at::kBFloat16));
-  return operands && platform::dnnl_sgemm_usable();
+  return operands && platform::sgemm_usable();
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  if (!dnnl_linear_supported(x, weight, bias)) {
-    // bf16 computed in fp32 without oneDNN's sgemm (not built, or refused): libtorch's fp32
+  if (!fused_linear_supported(x, weight, bias)) {
+    // bf16 computed in fp32 without a verified sgemm: libtorch's fp32
     // matmul on fp32 copies (autograd keeps the copies until backward).
     if (bf16_compute() == Bf16Compute::kFp32 && dense_operands(x, weight, bias, at::kBFloat16)) {
       return torch::linear(x.to(at::kFloat), weight.to(at::kFloat),
@@ -121,7 +121,8 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   }
   // Named for the flops profiler (profiling/op_flops.cpp counts it as aten::linear).
   return record_op("deepshard::linear", {x, weight, bias}, [&] {
-    return bias.defined() ? DnnlLinear::apply(x, weight, bias) : DnnlLinearNoBias::apply(x, weight);
+    return bias.defined() ? FusedLinear::apply(x, weight, bias)
+                          : FusedLinearNoBias::apply(x, weight);
   });
 }
 

@@ -1,11 +1,8 @@
 // oneDNN's sgemm, checked once per process (dnnl_sgemm.h).
 #include "platform/dnnl_sgemm.h"
 
-#include <atomic>
-
 #include "deepshard/util/error.h"
 #include "platform/sgemm_check.h"
-#include "util/log.h"
 
 #if DS_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -13,8 +10,6 @@
 
 namespace deepshard::platform {
 namespace {
-
-std::atomic<bool> g_torch_linear{false};
 
 struct Decision {
   bool usable = false;
@@ -25,25 +20,13 @@ const Decision& decision() {
   static const Decision d = [] {
     Decision r;
     if (!dnnl_sgemm_built()) {
-      r.status = "not built with oneDNN (libdnnl-dev): Linear layers use libtorch's matmul";
-      return r;
-    }
-    if (g_torch_linear.load()) {
-      r.status = "DEEPSHARD_LINEAR=torch: Linear layers use libtorch's matmul";
+      r.status = "not built with oneDNN (libdnnl-dev)";
       return r;
     }
     std::string why;
     r.usable = dnnl_sgemm_numerically_correct(&why);
-#if DS_HAVE_DNNL
-    const dnnl_version_t* v = dnnl_version();
-    const std::string version = detail::concat("oneDNN ", v->major, ".", v->minor, ".", v->patch);
-#else
-    const std::string version;
-#endif
-    r.status = r.usable
-                   ? version + " sgemm for fp32 Linear layers, verified numerically"
-                   : version + " sgemm refused (" + why + "): Linear layers use libtorch's matmul";
-    if (!r.usable) log::info(r.status);
+    r.status = dnnl_version_string() +
+               (r.usable ? " sgemm, verified numerically" : " sgemm refused (" + why + ")");
     return r;
   }();
   return d;
@@ -73,7 +56,22 @@ bool dnnl_sgemm_numerically_correct(std::string* detail) {
   return ok && error.empty();
 }
 
-void keep_torch_linear() { g_torch_linear = true; }
+std::string dnnl_version_string() {
+#if DS_HAVE_DNNL
+  const dnnl_version_t* v = dnnl_version();
+  return detail::concat("oneDNN ", v->major, ".", v->minor, ".", v->patch);
+#else
+  return {};
+#endif
+}
+
+bool dnnl_runs_avx512() {
+#if DS_HAVE_DNNL
+  return dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core;
+#else
+  return false;
+#endif
+}
 
 bool dnnl_sgemm_usable() { return decision().usable; }
 

@@ -1,9 +1,7 @@
-// oneDNN's fp32 GEMM (dnnl_sgemm), which kernels::linear runs the model's Linear layers on: on
-// AVX2 CPUs it is about 2x OpenBLAS's Haswell sgemm for the GPT's shapes (docs/performance.md).
+// oneDNN's fp32 GEMM (dnnl_sgemm), one of the two backends of the fused kernels' GEMM (sgemm.h).
 // Built in when CMake finds oneDNN's headers (Debian libdnnl-dev; DS_HAVE_DNNL), else everything
-// here reports "not built" and callers keep libtorch's matmul. Like OpenBLAS's kernels
-// (blas_kernels.h), dnnl_sgemm is checked against a double-precision reference once per process
-// before it is used; a failed check refuses it with one info line.
+// here reports "not built". Like OpenBLAS's kernels (blas_kernels.h), dnnl_sgemm is checked
+// against a double-precision reference once per process before it is used.
 #pragma once
 
 #include <cstdint>
@@ -18,16 +16,19 @@ bool dnnl_sgemm_built();
 // `detail` saying which case) on a wrong result, a oneDNN error, or without oneDNN.
 bool dnnl_sgemm_numerically_correct(std::string* detail);
 
-// Keeps libtorch's matmul for the Linear layers (for before/after measurements; the executable's
-// DEEPSHARD_LINEAR=torch). Call before the first dnnl_sgemm_usable(), which decides once.
-void keep_torch_linear();
-// Whether this process uses dnnl_sgemm: built with it, not switched off by keep_torch_linear(), and
-// the numeric check passed (run once on the first call, thread-safe). A refusal is logged once as
-// an info line.
+// Whether dnnl_sgemm can be used: built with it and the numeric check passed (run once on the
+// first call, thread-safe).
 bool dnnl_sgemm_usable();
 
-// One line for `deepshard doctor`: the oneDNN version and whether its sgemm is used, or why not.
+// The oneDNN version and whether its sgemm passed the check, or why not.
 std::string dnnl_sgemm_status();
+
+// "oneDNN 2.6.3" ("" without oneDNN).
+std::string dnnl_version_string();
+
+// Whether oneDNN's kernels run at AVX-512 or above in this process (the CPU has it and
+// ONEDNN_MAX_CPU_ISA does not cap it); false without oneDNN.
+bool dnnl_runs_avx512();
 
 // Row-major C = alpha op(A) op(B) + beta C (A m×k, B k×n after the transpositions) through
 // dnnl_sgemm, on the calling thread's OpenMP thread count. Only when dnnl_sgemm_usable(); throws

@@ -10,7 +10,7 @@
 #include "kernels/causal_attention.h"
 #include "kernels/fused_ops.h"
 #include "kernels/linear.h"
-#include "platform/dnnl_sgemm.h"
+#include "platform/sgemm.h"
 
 namespace py = pybind11;
 
@@ -33,7 +33,7 @@ void bind_ops(py::module_& m) {
   ops.def(
       "linear_supported",
       [](const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
-        return kernels::dnnl_linear_supported(x, weight, or_undefined(bias));
+        return kernels::fused_linear_supported(x, weight, or_undefined(bias));
       },
       py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), no_gil);
   ops.def("layer_norm", &kernels::layer_norm, py::arg("x"), py::arg("weight"), py::arg("bias"),
@@ -46,7 +46,7 @@ void bind_ops(py::module_& m) {
           py::arg("n_head"), no_gil);
   ops.def("cross_entropy", &kernels::cross_entropy, py::arg("logits"), py::arg("targets"), no_gil);
   ops.def("fused_supported", &kernels::fused_supported, py::arg("x"));
-  ops.def("sgemm_status", &platform::dnnl_sgemm_status, no_gil);
+  ops.def("sgemm_status", &platform::sgemm_status, no_gil);
 }
 
 }  // namespace deepshard::python

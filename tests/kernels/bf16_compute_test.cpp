@@ -17,7 +17,7 @@
 #include "kernels/libtorch_bf16.h"
 #include "kernels/linear.h"
 #include "kernels/matmul.h"
-#include "platform/dnnl_sgemm.h"
+#include "platform/sgemm.h"
 #include "support/scoped_bf16_compute.h"
 
 namespace deepshard::kernels {
@@ -100,7 +100,7 @@ double relative_error(const at::Tensor& got, const at::Tensor& exact) {
 }
 
 TEST(Bf16Compute, LinearInFp32IsAsAccurateAsOneBf16Rounding) {
-  if (!platform::dnnl_sgemm_usable()) GTEST_SKIP() << platform::dnnl_sgemm_status();
+  if (!platform::sgemm_usable()) GTEST_SKIP() << platform::sgemm_status();
   torch::manual_seed(3);
   // The tiny GPT's MLP projection at a training step's rows: dW sums 1152 products.
   const int64_t rows = 1152, in = 256, out = 64;
@@ -129,7 +129,7 @@ TEST(Bf16Compute, LinearInFp32IsAsAccurateAsOneBf16Rounding) {
   Errors fp32;
   {
     ScopedBf16Compute compute(Bf16Compute::kFp32);
-    ASSERT_TRUE(dnnl_linear_supported(x, w, b));
+    ASSERT_TRUE(fused_linear_supported(x, w, b));
     fp32 = run("bf16 computed in fp32");
   }
   // One bf16 rounding of each result: 2^-8 of the largest element (sums in fp32 add far less).
@@ -144,7 +144,7 @@ TEST(Bf16Compute, LinearInFp32IsAsAccurateAsOneBf16Rounding) {
 }
 
 TEST(Bf16Compute, MatmulAndAttentionInFp32) {
-  if (!platform::dnnl_sgemm_usable()) GTEST_SKIP() << platform::dnnl_sgemm_status();
+  if (!platform::sgemm_usable()) GTEST_SKIP() << platform::sgemm_status();
   torch::manual_seed(4);
   ScopedBf16Compute compute(Bf16Compute::kFp32);
   // The attention's products P v: [B, H, T, T] x [B, H, T, hd], k = T = 256.
@@ -177,7 +177,7 @@ TEST(Bf16Compute, NativeKeepsLibtorch) {
   const at::Tensor a = torch::randn({8, 16}).to(at::kBFloat16);
   const at::Tensor w = torch::randn({4, 16}).to(at::kBFloat16);
   EXPECT_EQ(bf16_compute(), Bf16Compute::kNative);
-  EXPECT_FALSE(dnnl_linear_supported(a, w, {}));
+  EXPECT_FALSE(fused_linear_supported(a, w, {}));
   EXPECT_FALSE(blocked_attention_supported(torch::randn({1, 4, 12}).to(at::kBFloat16), 2));
   EXPECT_TRUE(torch::equal(kernels::linear(a, w), torch::linear(a, w)));
   EXPECT_TRUE(torch::equal(kernels::matmul(a, w.t()), torch::matmul(a, w.t())));

@@ -14,7 +14,7 @@
 
 #include "deepshard/util/error.h"
 #include "kernels/expect_close.h"
-#include "platform/dnnl_sgemm.h"
+#include "platform/sgemm.h"
 #include "support/kernel_isa_test.h"
 #include "support/scoped_bf16_compute.h"
 
@@ -61,7 +61,7 @@ void compare(int64_t batch, int64_t seq, int64_t width, int64_t n_head) {
 class BlockedAttention : public testing::EachKernelIsa {
  protected:
   void SetUp() override {
-    if (!platform::dnnl_sgemm_usable()) GTEST_SKIP() << platform::dnnl_sgemm_status();
+    if (!platform::sgemm_usable()) GTEST_SKIP() << platform::sgemm_status();
     testing::EachKernelIsa::SetUp();
     threads_ = at::get_num_threads();
     torch::manual_seed(7);

@@ -8,7 +8,7 @@
 #include <torch/torch.h>
 
 #include "kernels/expect_close.h"
-#include "platform/dnnl_sgemm.h"
+#include "platform/sgemm.h"
 #include "support/scoped_bf16_compute.h"
 
 namespace deepshard::kernels {
@@ -66,7 +66,7 @@ TEST(DnnlLinear, Fp32MatchesTorchLinearOnTheGptShapes) {
       const at::Tensor x = torch::randn({s.batch, s.t, s.in});
       const at::Tensor w = torch::randn({s.out, s.in}) * 0.02;
       const at::Tensor b = s.bias ? torch::randn({s.out}) : at::Tensor();
-      ASSERT_EQ(dnnl_linear_supported(x, w, b), platform::dnnl_sgemm_usable());
+      ASSERT_EQ(fused_linear_supported(x, w, b), platform::sgemm_usable());
       compare(x, w, b, 1e-5,
               "fp32 [" + std::to_string(s.batch) + "," + std::to_string(s.t) + "," +
                   std::to_string(s.in) + "] x [" + std::to_string(s.out) + "]ᵀ, " +
@@ -96,20 +96,20 @@ TEST(DnnlLinear, OtherDtypesAndLayoutsFallBackToTorchLinear) {
   // result (identical, since it is what runs).
   const testing::ScopedBf16Compute native(Bf16Compute::kNative);
   const at::Tensor xb = x.to(at::kBFloat16), wb = w.to(at::kBFloat16), bb = b.to(at::kBFloat16);
-  EXPECT_FALSE(dnnl_linear_supported(xb, wb, bb));
+  EXPECT_FALSE(fused_linear_supported(xb, wb, bb));
   compare(xb, wb, bb, 0.0, "bf16");
   // Non-contiguous input (a transposed view) and weight (the transpose of a [in, out] tensor).
   const at::Tensor xt = torch::randn({4, 64, 24}).transpose(1, 2);
   const at::Tensor wt = (torch::randn({64, 96}) * 0.05).t();
-  EXPECT_FALSE(dnnl_linear_supported(xt, w, b));
-  EXPECT_FALSE(dnnl_linear_supported(x, wt, b));
+  EXPECT_FALSE(fused_linear_supported(xt, w, b));
+  EXPECT_FALSE(fused_linear_supported(x, wt, b));
   compare(xt, w, b, 1e-5, "non-contiguous x");
   compare(x, wt, b, 1e-5, "non-contiguous W");
   // fp64 and empty inputs.
-  EXPECT_FALSE(dnnl_linear_supported(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble)));
+  EXPECT_FALSE(fused_linear_supported(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble)));
   compare(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble), 0.0, "fp64");
   const at::Tensor empty = torch::randn({0, 64});
-  EXPECT_FALSE(dnnl_linear_supported(empty, w, b));
+  EXPECT_FALSE(fused_linear_supported(empty, w, b));
   EXPECT_EQ(linear(empty, w, b).sizes(), (std::vector<int64_t>{0, 96}));
 }
 
