@@ -1,9 +1,10 @@
 // The fused kernels' GEMM (platform/sgemm.h) runs on torch's intra-op thread count
 // (at::get_num_threads): oneDNN's sgemm on the calling thread's omp_get_max_threads() (Debian's
 // oneDNN and libtorch share libgomp), OpenBLAS's on its own pool (openblas_set_num_threads, which
-// libtorch does not set). The kernels re-set both from at::get_num_threads() before their
-// products, outside parallel regions. Inside a kernel's own parallel loop each product runs on
-// one thread: oneDNN's by nested OpenMP, OpenBLAS's by OneThreadBlas around the loop.
+// libtorch does not set). The kernels re-set the backend's from at::get_num_threads() before
+// their products, outside parallel regions (OpenBLAS's only when it is the backend). Inside a
+// kernel's own parallel loop each product runs on one thread: oneDNN's by nested OpenMP, OpenBLAS's
+// by OneThreadBlas around the loop.
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -17,6 +18,7 @@ inline void match_gemm_threads_to_torch() {
   if (omp_in_parallel()) return;
   const int threads = at::get_num_threads();
   if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  if (platform::sgemm_backend() != platform::SgemmBackend::kOpenBlas) return;
   const int blas = platform::openblas_threads();
   if (blas > 0 && blas != threads) platform::set_openblas_threads(threads);
 }
@@ -25,7 +27,10 @@ inline void match_gemm_threads_to_torch() {
 // GEMM on torch's threads), back to its count after.
 class OneThreadBlas {
  public:
-  explicit OneThreadBlas(bool parallel) : restore_(parallel ? platform::openblas_threads() : 0) {
+  explicit OneThreadBlas(bool parallel)
+      : restore_(parallel && platform::sgemm_backend() == platform::SgemmBackend::kOpenBlas
+                     ? platform::openblas_threads()
+                     : 0) {
     if (restore_ > 1) platform::set_openblas_threads(1);
   }
   ~OneThreadBlas() {
