@@ -29,9 +29,6 @@ const char* c_str_or_null(const std::optional<std::string>& value) {
 }
 
 // The Fortran BLAS entry points libtorch calls (column-major).
-using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*,
-                         const float*, const int*, const float*, const int*, const float*, float*,
-                         const int*);
 using SgemvFn = void (*)(const char*, const int*, const int*, const float*, const float*,
                          const int*, const float*, const int*, const float*, float*, const int*);
 
@@ -138,6 +135,11 @@ BlasChoice choose_openblas_coretype(const std::string& detected_core, const CpuI
 
 void record_blas_environment(BlasEnvironment env) { recorded_environment() = std::move(env); }
 
+BlasSgemmFn loaded_blas_sgemm() {
+  static const auto fn = reinterpret_cast<BlasSgemmFn>(::dlsym(RTLD_DEFAULT, "sgemm_"));
+  return fn;
+}
+
 BlasChoice current_blas_choice() {
   const BlasEnvironment& env = recorded_environment();
   return choose_openblas_coretype(openblas_corename(), detect_cpu(), c_str_or_null(env.coretype),
@@ -151,7 +153,7 @@ std::map<std::string, std::string> blas_env_for_ranks(const BlasChoice& choice) 
 }
 
 bool blas_numerically_correct(std::string* detail) {
-  auto sgemm = reinterpret_cast<SgemmFn>(::dlsym(RTLD_DEFAULT, "sgemm_"));
+  const BlasSgemmFn sgemm = loaded_blas_sgemm();
   auto sgemv = reinterpret_cast<SgemvFn>(::dlsym(RTLD_DEFAULT, "sgemv_"));
   if (sgemm == nullptr || sgemv == nullptr) {
     *detail = "no sgemm_/sgemv_ in this process";

@@ -62,6 +62,12 @@ BlasChoice current_blas_choice();
 // Variables to add to the ranks' environment (empty when nothing needs setting).
 std::map<std::string, std::string> blas_env_for_ranks(const BlasChoice& choice);
 
+// The Fortran sgemm_ (column-major) of the BLAS loaded in this process (libtorch's), or nullptr.
+using BlasSgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*,
+                             const float*, const float*, const int*, const float*, const int*,
+                             const float*, float*, const int*);
+BlasSgemmFn loaded_blas_sgemm();
+
 // sgemm_/sgemv_ of the loaded BLAS on several shapes and transpositions against a double
 // reference. False (with `detail` saying which case) on a wrong result or when no BLAS is loaded.
 bool blas_numerically_correct(std::string* detail);

@@ -14,17 +14,9 @@
 namespace deepshard::platform {
 namespace {
 
-// The Fortran BLAS entry point libtorch calls (column-major), and OpenBLAS's thread controls.
-using FortranSgemm = void (*)(const char*, const char*, const int*, const int*, const int*,
-                              const float*, const float*, const int*, const float*, const int*,
-                              const float*, float*, const int*);
+// OpenBLAS's thread controls.
 using GetThreadsFn = int (*)();
 using SetThreadsFn = void (*)(int);
-
-FortranSgemm blas_sgemm() {
-  static const auto fn = reinterpret_cast<FortranSgemm>(::dlsym(RTLD_DEFAULT, "sgemm_"));
-  return fn;
-}
 
 std::string g_setting = "auto";  // written before the decision, read once by it
 std::atomic<bool> g_torch_linear{false};
@@ -142,8 +134,8 @@ void sgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
              "): a size or leading dimension above the BLAS's 32-bit int");
   // Row-major C is column-major Cᵀ = op(B)ᵀ op(A)ᵀ: the operands swap, the transpositions stay.
   const int mi = int(n), ni = int(m), ki = int(k), la = int(ldb), lb = int(lda), lc = int(ldc);
-  blas_sgemm()(trans_b ? "T" : "N", trans_a ? "T" : "N", &mi, &ni, &ki, &alpha, b, &la, a, &lb,
-               &beta, c, &lc);
+  loaded_blas_sgemm()(trans_b ? "T" : "N", trans_a ? "T" : "N", &mi, &ni, &ki, &alpha, b, &la, a,
+                      &lb, &beta, c, &lc);
 }
 
 int openblas_threads() {
