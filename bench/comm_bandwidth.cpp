@@ -21,8 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "deepshard/comm/group.h"
 #include "comm/transport_options.h"
+#include "deepshard/comm/group.h"
+#include "util/stopwatch.h"
 
 namespace {
 
@@ -42,7 +43,7 @@ double time_collective(Group& group, int repeat, const std::function<void()>& fn
     group.barrier();
     auto start = std::chrono::steady_clock::now();
     fn();
-    slowest.fill_(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    slowest.fill_(deepshard::util::seconds_since(start));
     group.all_reduce(slowest, deepshard::comm::ReduceOp::kMax);
     seconds.push_back(slowest.item<double>());
   }
@@ -64,8 +65,7 @@ double memcpy_bandwidth(int64_t bytes, int repeat) {
     auto start = std::chrono::steady_clock::now();
     std::memcpy(to.data(), from.data(), bytes);
     if (i > 0) {
-      seconds.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      seconds.push_back(deepshard::util::seconds_since(start));
     }
   }
   return bytes / median(seconds) / 1e9;
@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
   try {
     GroupOptions options;
     options.timeout = std::chrono::minutes(5);
-    options.transport = parse_transport(string_flag(argc, argv, "--transport", "auto"), "--transport");
+    options.transport =
+        parse_transport(string_flag(argc, argv, "--transport", "auto"), "--transport");
     auto group = create_group(rendezvous_from_env(), options);
     const int n = group->size();
     const double ring = double(n - 1) / n;

@@ -15,6 +15,7 @@
 #include "io/aligned_buffer.h"
 #include "io/async_io.h"
 #include "io/swap_file.h"
+#include "util/stopwatch.h"
 
 using namespace deepshard::io;
 
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
           aio.submit(op, *files[i], buffers[i % in_flight].data(), transfer, 0);
     }
     for (auto& t : tickets) aio.wait(t);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = deepshard::util::seconds_since(t0);
     return static_cast<double>(count * transfer) / (1 << 20) / s;
   };
   double best_write = 0, best_read = 0;

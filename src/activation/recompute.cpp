@@ -17,14 +17,12 @@
 #include "activation/rng_state.h"
 #include "deepshard/util/error.h"
 #include "util/log.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::activation {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // synchronize_checkpoint_boundary: waits for the work queued on the inputs' accelerators (CPU
 // compute is synchronous: nothing to wait for).
@@ -80,7 +78,8 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     }
     ctx->saved_data["call"] = c10::IValue::make_capsule(call);
     if (!out.is_floating_point()) ctx->mark_non_differentiable({out});
-    if (options.profile) state.add_time(call->index, &RegionTimes::forward_s, seconds_since(t0));
+    if (options.profile)
+      state.add_time(call->index, &RegionTimes::forward_s, util::seconds_since(t0));
     if (options.synchronize_checkpoint_boundary) synchronize({out});
     return out;
   }
@@ -116,7 +115,7 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     if (options.profile) {
       state.add_time(call->index, &RegionTimes::recompute_s,
                      std::chrono::duration<double>(t1 - t0).count());
-      state.add_time(call->index, &RegionTimes::backward_s, seconds_since(t1));
+      state.add_time(call->index, &RegionTimes::backward_s, util::seconds_since(t1));
     }
     torch::autograd::variable_list result{at::Tensor()};  // the call argument
     for (size_t i = 0; i < inputs.size(); ++i)

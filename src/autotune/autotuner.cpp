@@ -26,9 +26,10 @@
 #include "config/autotuning_config.h"
 #include "deepshard/config/loader.h"
 #include "deepshard/config/parallel_config.h"
-#include "models/registry.h"
 #include "deepshard/util/error.h"
+#include "models/registry.h"
 #include "util/fault_injection.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::autotune {
 namespace {
@@ -224,8 +225,9 @@ Row Session::evaluate(Experiment e, bool predict) {
       testing::FaultInjection* faults = testing::fault_injection();
       spec.memory_limit = faults ? faults->trial_memory_limit(e.name).value_or(budget_) : budget_;
       // The profile run trains one sample per step: scale its time by this experiment's samples.
-      spec.timeout_s = std::max(kMinTrialTimeoutS, trial_timeout_s_ * static_cast<double>(
-                                                       e.micro_batch * e.accumulation));
+      spec.timeout_s =
+          std::max(kMinTrialTimeoutS,
+                   trial_timeout_s_ * static_cast<double>(e.micro_batch * e.accumulation));
       spec.start_step = at_.start_profile_step;
       spec.end_step = at_.end_profile_step;
       const int64_t estimate = r.memory_estimate;
@@ -436,7 +438,7 @@ int Session::run() {
   baseline_signature_ = signature(baseline_->experiment.overrides);
   for (int stage : stages_to_tune(context_)) tune_knobs(stage, tune_micro_batches(stage));
   const auto best = best_row();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double wall = util::seconds_since(t0);
   if (!best) {
     say("no experiment ran; see " + store_->results_dir() + "/results.jsonl");
     return 1;

@@ -8,25 +8,22 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
 
 #include "autotune/process_tree_memory.h"
+#include "deepshard/util/error.h"
 #include "launch/launcher.h"
 #include "launch/subprocess.h"
-#include "deepshard/util/error.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::autotune {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 std::string human_mib(int64_t bytes) {
   char text[32];
@@ -107,7 +104,7 @@ ExperimentResult run_trial(const TrialSpec& spec) {
       ::usleep(50'000);
     }
     // The ranks are the launcher's children; they are looked up again once a second.
-    if (seconds_since(last_scan) >= 1.0) {
+    if (util::seconds_since(last_scan) >= 1.0) {
       ranks = process_tree(launcher.pid());
       ranks.erase(std::remove(ranks.begin(), ranks.end(), launcher.pid()), ranks.end());
       last_scan = Clock::now();
@@ -119,7 +116,7 @@ ExperimentResult run_trial(const TrialSpec& spec) {
     }
     if (spec.memory_limit > 0 && peak > spec.memory_limit) {
       over_limit = true;
-    } else if (seconds_since(t0) > spec.timeout_s) {
+    } else if (util::seconds_since(t0) > spec.timeout_s) {
       timed_out = true;
     }
     if (over_limit || timed_out) {
@@ -141,7 +138,7 @@ ExperimentResult run_trial(const TrialSpec& spec) {
     }
   }
   remove_shm_segments(port);
-  result.wall_s = seconds_since(t0);
+  result.wall_s = util::seconds_since(t0);
   result.peak_rss = peak;
   if (over_limit) {
     result.status = TrialStatus::kOutOfMemory;

@@ -17,6 +17,7 @@
 #include "platform/kernel_isa.h"
 #include "platform/sgemm.h"
 #include "train/matmul_peak.h"
+#include "util/strings.h"
 
 namespace deepshard::cli {
 namespace {
@@ -80,9 +81,8 @@ int run_doctor_command(const Args& args) {
     bf16 = train::measure_matmul_gflops(at::kBFloat16, size, 1.0);
     std::printf("matmul bf16:      %.1f GFLOP/s (libtorch's bf16 kernels)\n", bf16);
   } catch (const std::exception& e) {  // c10::Error, or oneDNN's own dnnl::error
-    const std::string what = e.what();
     std::printf("matmul bf16:      libtorch's bf16 kernels fail here (%s)\n",
-                what.substr(0, what.find('\n')).c_str());
+                strings::first_line(e.what()).c_str());
   }
   if (bf16_compute.compute == kernels::Bf16Compute::kFp32) {
     // bf16 models multiply in fp32 here: at fp32's matmul speed, with bf16's memory and bytes.

@@ -25,6 +25,7 @@
 #include "comm/transport.h"
 #include "deepshard/util/error.h"
 #include "util/log.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::comm {
 namespace {
@@ -111,7 +112,7 @@ class HierarchicalTransport : public Transport {
     Started started = issue();
     if (started.handle) started.handle->wait();
     if (started.finish) started.finish();
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const double seconds = util::seconds_since(start);
     log_.record_link(link, bytes, seconds, seconds);
   }
 

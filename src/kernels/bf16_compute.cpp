@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "deepshard/util/error.h"
+#include "util/strings.h"
 
 namespace deepshard::kernels {
 namespace {
@@ -37,12 +38,6 @@ bool within_fp32_accumulation(const at::Tensor& a, const at::Tensor& b, const at
       error.flatten()[worst].item<double>() / magnitude_sum.flatten()[worst].item<double>(),
       " of the sum of |products|: a bf16 accumulation)");
   return false;
-}
-
-// The first line of an exception's message (c10::Error's next lines are its backtrace).
-std::string first_line(const std::exception& e) {
-  const std::string what = e.what();
-  return what.substr(0, what.find('\n'));
 }
 
 }  // namespace
@@ -73,7 +68,8 @@ bool libtorch_bf16_matmul_accurate(std::string* detail) {
            within_fp32_accumulation(batched_a, b, torch::matmul(batched_a, b),
                                     "batched matmul (attention)", detail);
   } catch (const std::exception& e) {  // c10::Error, or oneDNN's own dnnl::error
-    *detail = detail::concat("libtorch's bf16 matmul fails on this machine (", first_line(e), ")");
+    *detail = detail::concat("libtorch's bf16 matmul fails on this machine (",
+                             strings::first_line(e.what()), ")");
     return false;
   }
 }

@@ -10,6 +10,7 @@
 #include "deepshard/util/error.h"
 #include "parallel/grad_norm.h"
 #include "parallel/pipeline_schedule.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::parallel {
 namespace {
@@ -21,7 +22,7 @@ template <typename Fn>
 void timed(double& seconds, Fn&& fn) {
   const auto t0 = Clock::now();
   fn();
-  seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+  seconds += util::seconds_since(t0);
 }
 
 }  // namespace
@@ -100,7 +101,7 @@ double PipelineEngine::train_batch(const std::vector<MicroBatch>& micro, const B
   }
   const double loss = finish_batch(loss_sum, m);
   if (!backward) reduce_tied_gradients();
-  batch_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
+  batch_s_ = util::seconds_since(t0);
   return loss;
 }
 

@@ -12,6 +12,7 @@
 
 #include "deepshard/util/error.h"
 #include "profiling/op_flops.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::profiling {
 
@@ -140,7 +141,7 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
 void on_op_end(const at::RecordFunction&, at::ObserverContext*) {
   FlopsProfiler::State* s = t_active;
   if (s == nullptr || s->depth-- != 1) return;
-  s->finish_op(std::chrono::duration<double>(Clock::now() - s->op_start).count());
+  s->finish_op(util::seconds_since(s->op_start));
 }
 
 std::string short_type(const std::string& name) {
@@ -220,7 +221,7 @@ void FlopsProfiler::start() {
 void FlopsProfiler::stop() {
   State& s = *state_;
   DS_CHECK(s.running, Error, "flops profiler: stop() without start()");
-  s.wall_seconds += std::chrono::duration<double>(Clock::now() - s.window_start).count();
+  s.wall_seconds += util::seconds_since(s.window_start);
   at::removeCallback(s.handle);
   t_active = nullptr;
   s.running = false;

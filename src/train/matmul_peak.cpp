@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "util/stopwatch.h"
+
 namespace deepshard::train {
 
 double measure_matmul_gflops(at::ScalarType dtype, int64_t n, double seconds) {
@@ -26,7 +28,7 @@ double measure_matmul_gflops(at::ScalarType dtype, int64_t n, double seconds) {
     do {
       at::mm_out(c, a, b);
       ++reps;
-      elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+      elapsed = util::seconds_since(t0);
     } while (elapsed < seconds / windows);
     best = std::max(best, flops * reps / elapsed / 1e9);
   }
@@ -36,7 +38,8 @@ double measure_matmul_gflops(at::ScalarType dtype, int64_t n, double seconds) {
 void set_compute_threads(int threads) {
   at::set_num_threads(threads);
   using Fn = void (*)(int);
-  if (auto fn = reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(threads);
+  if (auto fn = reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+    fn(threads);
 }
 
 std::string onednn_version() {

@@ -6,21 +6,18 @@
 #include <fstream>
 
 #include "comm/comms_logger.h"
+#include "deepshard/util/error.h"
 #include "monitor/csv_monitor.h"
 #include "monitor/tensorboard.h"
-#include "deepshard/util/error.h"
-#include "util/log.h"
 #include "train/training_run.h"
+#include "util/log.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::train {
 namespace {
 
 std::string log_dir(const config::MonitorSinkConfig& sink) {
   return (std::filesystem::path(sink.output_path) / sink.job_name).string();
-}
-
-double seconds(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 comm::CommsLoggerOptions comms_options(const config::CommsLoggerConfig& c) {
@@ -86,13 +83,13 @@ void RunMonitors::after_forward() {
 
 void RunMonitors::after_backward() {
   if (!profiling_) return;
-  backward_s_ = seconds(t0_);
+  backward_s_ = util::seconds_since(t0_);
   t0_ = Clock::now();
 }
 
 void RunMonitors::after_micro_step() {
   if (!profiling_) return;
-  step_s_ = seconds(t0_);
+  step_s_ = util::seconds_since(t0_);
   profiling_ = false;
   const auto& fp = run_.ds.flops_profiler;
   profiling::ProfileContext ctx;
@@ -172,7 +169,8 @@ void RunMonitors::finish(nlohmann::json& summary) {
 
 namespace {
 
-// The monitors as a step hook: the step's record to the monitors, comms logger tables, summary.json.
+// The monitors as a step hook: the step's record to the monitors, comms logger tables,
+// summary.json.
 class MonitorsHook : public StepHook {
  public:
   void after_step(TrainingRun& run, StepRecord& step) override {

@@ -28,14 +28,13 @@
 #include "parallel/process_groups.h"
 #include "train/activation_tracker.h"
 #include "train/run_monitors.h"
+#include "util/stopwatch.h"
 #include "zero/estimator.h"
 
 namespace deepshard::train {
 
-using Clock = std::chrono::steady_clock;
-inline double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using util::Clock;
+using util::seconds_since;
 
 // The token files and samplers of a run (valid_* null without data.valid); with a classification
 // task the label files (prepare_task), whose passages the samplers draw from.

@@ -59,6 +59,8 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b));
 }
 
+std::string first_line(std::string_view s) { return std::string(s.substr(0, s.find('\n'))); }
+
 std::optional<int> parse_int(std::string_view s) {
   int value = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);

@@ -1,5 +1,5 @@
 // Small string helpers shared by the config and CLI layers: edit distance for "did you mean"
-// suggestions, trimming and splitting.
+// suggestions, trimming, splitting and the first line of a message.
 #pragma once
 
 #include <optional>
@@ -17,6 +17,9 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
 
 std::vector<std::string> split(std::string_view s, char sep);
 std::string trim(std::string_view s);
+
+// The text before the first newline (an exception's message without c10::Error's backtrace).
+std::string first_line(std::string_view s);
 
 // The whole of `s` as a decimal int (no sign-only, no trailing characters, in range), else nullopt.
 std::optional<int> parse_int(std::string_view s);

@@ -11,15 +11,12 @@
 #include "deepshard/util/error.h"
 #include "launch/launcher.h"
 #include "support/test_support.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::comm {
 namespace collectives_test {
 
 std::string worker() { return testing::binary_dir() + "/tests/ds_comm_worker"; }
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // (ranks, transport): every scenario runs on Gloo and on shared memory.
 class Scenario : public ::testing::TestWithParam<std::tuple<int, const char*>> {
@@ -63,7 +60,7 @@ TEST_P(CollectiveFailures, SkippedCollectiveTimesOutAndTheLauncherNamesTheRank) 
   auto start = std::chrono::steady_clock::now();
   auto r = testing::run_ranks(3, worker(), {"skip_collective"}, 120,
                               {{"DS_TEST_TIMEOUT_MS", "5000"}, {"DS_TEST_TRANSPORT", GetParam()}});
-  EXPECT_LT(seconds_since(start), 30.0);
+  EXPECT_LT(util::seconds_since(start), 30.0);
   EXPECT_EQ(r.exit_status, 1) << r.output;
   EXPECT_NE(r.output.find("all_reduce of 10 elements (float) failed: "), std::string::npos)
       << r.output;
@@ -79,7 +76,7 @@ TEST_P(CollectiveFailures, RankExitingDuringACollectiveStopsTheJob) {
   auto start = std::chrono::steady_clock::now();
   auto r = testing::run_ranks(3, worker(), {"exit_in_collective"}, 120,
                               {{"DS_TEST_TRANSPORT", GetParam()}});
-  EXPECT_LT(seconds_since(start), 30.0);
+  EXPECT_LT(util::seconds_since(start), 30.0);
   EXPECT_EQ(r.exit_status, 3) << r.output;
   EXPECT_NE(r.output.find("deepshard launch: rank 1 exited with status 3"), std::string::npos)
       << r.output;
@@ -135,13 +132,13 @@ void expect_rendezvous_failure(int rank, int world_size) {
     ADD_FAILURE() << "no CommError";
   } catch (const CommError& e) {
     std::string m = e.what();
-    std::printf("after %.2f s: %s\n", seconds_since(start), m.c_str());
+    std::printf("after %.2f s: %s\n", util::seconds_since(start), m.c_str());
     std::string who = "rank " + std::to_string(rank) + " of " + std::to_string(world_size);
     EXPECT_NE(m.find(who), std::string::npos) << m;
     EXPECT_NE(m.find("127.0.0.1:" + std::to_string(info.master_port)), std::string::npos) << m;
     EXPECT_NE(m.find("failed while"), std::string::npos) << m;
   }
-  EXPECT_LT(seconds_since(start), 20.0);
+  EXPECT_LT(util::seconds_since(start), 20.0);
 }
 
 TEST(Rendezvous, NobodyAtTheStoreIsACommErrorNamingAddressPortAndRank) {

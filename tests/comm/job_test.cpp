@@ -19,6 +19,7 @@
 #include "launch/launcher.h"
 #include "launch/subprocess.h"
 #include "support/test_support.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::comm {
 namespace job_test {
@@ -29,10 +30,6 @@ using testing::read_output;
 
 std::string worker() { return testing::binary_dir() + "/tests/ds_job_worker"; }
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
 // Waits (up to 60 s) for every rank's pid file; returns the pids.
@@ -41,7 +38,7 @@ std::vector<pid_t> wait_for_pids(const testing::TempDir& dir, int n) {
   const auto start = Clock::now();
   for (int r = 0; r < n; ++r) {
     const std::string f = dir.file("pid." + std::to_string(r));
-    while (!exists(f) && seconds_since(start) < 60) {
+    while (!exists(f) && util::seconds_since(start) < 60) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     pids.push_back(exists(f) ? pid_t(std::stol(read_file(f))) : pid_t(-1));
@@ -86,7 +83,7 @@ void expect_killed_rank_stops_bare_job(int victim,
   const auto start = Clock::now();
   ASSERT_EQ(::kill(pids[size_t(victim)], SIGKILL), 0);
   const auto statuses = job.wait(60);
-  const double seconds = seconds_since(start);
+  const double seconds = util::seconds_since(start);
   const std::string output = job.output();
   std::printf("rank %d killed: the others stopped after %.2f s\n%s", victim, seconds,
               output.c_str());
@@ -131,7 +128,7 @@ TEST(JobUnderLauncher, KilledRankStopsTheJobNamingIt) {
   const auto start = Clock::now();
   ASSERT_EQ(::kill(pids[2], SIGKILL), 0);
   const auto status = launcher.wait(60);
-  const double seconds = seconds_since(start);
+  const double seconds = util::seconds_since(start);
   const std::string output = read_output(launcher);
   std::printf("rank 2 killed: the launcher exited after %.2f s\n%s", seconds, output.c_str());
   ASSERT_TRUE(status.has_value());
@@ -236,7 +233,7 @@ TEST(JobStore, APortAlreadyTakenIsAnErrorNamingIt) {
     EXPECT_NE(m.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << m;
     EXPECT_NE(m.find("the port is taken"), std::string::npos) << m;
   }
-  EXPECT_LT(seconds_since(start), 2.0);
+  EXPECT_LT(util::seconds_since(start), 2.0);
   ::close(fd);
 }
 

@@ -24,15 +24,12 @@
 #include "deepshard/util/error.h"
 #include "launch/subprocess.h"
 #include "support/test_support.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::launch {
 namespace launcher_test {
 
 using testing::run_deepshard;
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -68,7 +65,7 @@ std::string read_until(Subprocess& p, const std::string& text, int count, double
     return n;
   };
   char buf[4096];
-  while (occurrences() < count && seconds_since(start) < timeout_s) {
+  while (occurrences() < count && util::seconds_since(start) < timeout_s) {
     ssize_t n = ::read(p.output_fd(), buf, sizeof(buf));
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
@@ -285,7 +282,7 @@ TEST(LaunchCommand, FailingRankStopsTheOthersAndIsNamed) {
       {"launch", "-n", "3", "--", "sh", "-c",
        "if [ $RANK = 1 ]; then echo 'rank one gives up'; sleep 0.2; exit 3; fi; exec sleep 1000"},
       60);
-  EXPECT_LT(seconds_since(start), 30.0);
+  EXPECT_LT(util::seconds_since(start), 30.0);
   EXPECT_EQ(r.exit_status, 3) << r.output;
   EXPECT_NE(r.output.find("deepshard launch: rank 1 exited with status 3"), std::string::npos)
       << r.output;
@@ -298,7 +295,7 @@ TEST(LaunchCommand, RankIgnoringSigtermIsKilledAfterTheGrace) {
                           "trap '' TERM; if [ $RANK = 0 ]; then sleep 0.2; exit 9; fi; "
                           "while :; do sleep 0.1; done"},
                          60);
-  EXPECT_LT(seconds_since(start), 15.0);
+  EXPECT_LT(util::seconds_since(start), 15.0);
   EXPECT_EQ(r.exit_status, 9) << r.output;
   EXPECT_NE(r.output.find("rank 0 exited with status 9"), std::string::npos) << r.output;
 }
@@ -344,7 +341,7 @@ TEST(LaunchCommand, KilledLauncherLeavesNoRankBehind) {
   launcher.wait(10);
   auto start = std::chrono::steady_clock::now();
   for (pid_t pid : pids) {
-    while (alive(pid) && seconds_since(start) < 10) {
+    while (alive(pid) && util::seconds_since(start) < 10) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     EXPECT_FALSE(alive(pid)) << "rank process " << pid << " outlived the launcher";

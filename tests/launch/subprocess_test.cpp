@@ -9,6 +9,7 @@
 
 #include "deepshard/util/error.h"
 #include "support/test_support.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::launch {
 namespace subprocess_test {
@@ -35,7 +36,7 @@ TEST(RunCommand, TimeoutKillsTheChildAndItsGroup) {
   auto start = std::chrono::steady_clock::now();
   // The background sleep is in the child's process group and holds the pipe: both must go.
   RunResult r = run_command(shell("echo before; sleep 100 & sleep 100"), 0.5);
-  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double elapsed = util::seconds_since(start);
   EXPECT_TRUE(r.timed_out);
   EXPECT_EQ(r.exit_status, 124);
   EXPECT_EQ(r.output, "before\n");

@@ -26,6 +26,7 @@
 #include "support/test_support.h"
 #include "train/llama_run.h"
 #include "train/run_helpers.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::testing {
 namespace pipeline_train_test {
@@ -346,8 +347,7 @@ TEST(PipelineTrain, DeadStageStopsTheJob) {
   const auto t0 = std::chrono::steady_clock::now();
   auto r = run_ranks(2, faults_exe(), {"train", "--config", config}, 120,
                      {{"DEEPSHARD_TEST_KILL_AT_STEP", "3"}, {"DEEPSHARD_TEST_FAIL_RANK", "1"}});
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds = util::seconds_since(t0);
   EXPECT_NE(r.exit_status, 0) << r.output;
   EXPECT_LT(seconds, 30.0) << r.output;
   EXPECT_NE(r.output.find("rank 1 exited with status 137"), std::string::npos) << r.output;

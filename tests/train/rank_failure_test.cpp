@@ -7,6 +7,7 @@
 
 #include "support/test_support.h"
 #include "train/run_helpers.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::testing {
 namespace rank_failure_test {
@@ -20,8 +21,7 @@ TEST(RankFailure, LauncherStopsEveryRankAndNamesTheFailedOne) {
   const auto t0 = std::chrono::steady_clock::now();
   auto r = run_ranks(2, faults_exe(), {"train", "--config", config}, 120,
                      {{"DEEPSHARD_TEST_FAIL_AT_STEP", "3"}, {"DEEPSHARD_TEST_FAIL_RANK", "1"}});
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds = util::seconds_since(t0);
   EXPECT_NE(r.exit_status, 0) << r.output;
   EXPECT_LT(seconds, 30.0) << r.output;
   EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;

@@ -18,6 +18,7 @@
 #include "launch/launcher.h"
 #include "launch/subprocess.h"
 #include "train/run_helpers.h"
+#include "util/stopwatch.h"
 
 namespace deepshard::testing {
 namespace rank_kill_resume_test {
@@ -90,7 +91,7 @@ void kill_and_resume(int stage, uint64_t seed) {
     statuses.push_back(r->wait(60).value_or(-1));
     output += read_output(*r);
   }
-  const double stop_s = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  const double stop_s = util::seconds_since(killed_at);
   const int survivor = 1 - victim;
   EXPECT_NE(statuses[size_t(survivor)], 0) << output;
   EXPECT_NE(statuses[size_t(survivor)], -1) << "the surviving rank did not stop\n" << output;

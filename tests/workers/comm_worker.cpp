@@ -12,9 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "deepshard/util/error.h"
 #include "comm/all_to_all.h"
 #include "comm/transport_options.h"
+#include "deepshard/util/error.h"
+#include "util/stopwatch.h"
 #include "workers/worker.h"
 
 namespace deepshard::testing {
@@ -274,8 +275,7 @@ DS_WORKER_SCENARIO(skip_collective) {
   try {
     group.all_reduce(t);
   } catch (const CommError& e) {
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds = util::seconds_since(start);
     std::printf("caught CommError after %.1f s: %s\n", seconds, e.what());
     std::fflush(stdout);
     DS_WORKER_EXPECT(seconds < timeout.count() / 1000.0 + 5, "took " << seconds << " s");
@@ -374,8 +374,7 @@ DS_WORKER_SCENARIO(killed_in_collective) {
   try {
     group.all_reduce(t);
   } catch (const CommError& e) {
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds = util::seconds_since(start);
     std::printf("caught CommError after %.1f s: %s\n", seconds, e.what());
     std::fflush(stdout);
     throw;

@@ -8,6 +8,7 @@
 #include "deepshard/util/error.h"
 #include "parallel/pipeline_engine.h"
 #include "parallel/process_groups.h"
+#include "util/stopwatch.h"
 #include "workers/gpt_reference.h"
 
 namespace deepshard::testing {
@@ -118,8 +119,7 @@ DS_WORKER_SCENARIO(pp_dead_stage) {
   try {
     pipe.train_batch(micro);
   } catch (const CommError& e) {
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = util::seconds_since(start);
     std::printf("stage %d caught CommError after %.1f s: %s\n", links.stage(), seconds, e.what());
     std::fflush(stdout);
     throw;
