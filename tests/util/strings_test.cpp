@@ -26,5 +26,12 @@ TEST(Strings, TrimSplitAndClosestMatch) {
   EXPECT_EQ(closest_match("xyz", {"overlap_comm", "reduce_scatter"}), "");
 }
 
+TEST(Strings, FirstLineDropsABacktrace) {
+  EXPECT_EQ(first_line("bad shape\nException raised from foo at bar.cpp:1"), "bad shape");
+  EXPECT_EQ(first_line("one line"), "one line");
+  EXPECT_EQ(first_line(""), "");
+  EXPECT_EQ(first_line("\nsecond"), "");
+}
+
 }  // namespace strings_test
 }  // namespace deepshard::strings
