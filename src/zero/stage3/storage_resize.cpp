@@ -4,14 +4,12 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/StorageImpl.h>
-#include <sys/mman.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 
 #include "deepshard/util/error.h"
+#include "zero/stage3/host_mapping_pool.h"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -27,26 +25,23 @@ void free_storage(const at::Tensor& tensor) {
 
 namespace {
 
-// Host memory for a gathered unit straight from the kernel: munmap gives it back the moment the
-// unit is released, whatever malloc's thresholds are (glibc would otherwise serve sizes under
-// its mmap threshold from the heap, where a freed block in the middle stays resident).
+// Host memory for a gathered unit: a mapping of its own from HostMappingPool, outside the heap
+// (glibc would serve sizes under its mmap threshold from the heap, where a freed block in the
+// middle stays resident).
 struct HostMapping {
   void* address;
   size_t bytes;
 };
 
-void unmap(void* context) {
+void give_back(void* context) {
   auto* mapping = static_cast<HostMapping*>(context);
-  ::munmap(mapping->address, mapping->bytes);
+  HostMappingPool::instance().give_back(mapping->address, mapping->bytes);
   delete mapping;
 }
 
 at::DataPtr map_host_memory(size_t bytes, c10::Device device) {
-  void* address =
-      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  DS_CHECK(address != MAP_FAILED, Error, "ZeRO-3: cannot map ", bytes,
-           " bytes for a gathered unit: ", std::strerror(errno));
-  return at::DataPtr(address, new HostMapping{address, bytes}, &unmap, device);
+  void* address = HostMappingPool::instance().take(bytes);
+  return at::DataPtr(address, new HostMapping{address, bytes}, &give_back, device);
 }
 
 }  // namespace

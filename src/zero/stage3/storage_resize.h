@@ -14,7 +14,8 @@ namespace deepshard::zero {
 // Gives `tensor`'s storage zero bytes (every view of it keeps its sizes but has no memory).
 void free_storage(const at::Tensor& tensor);
 // Gives `tensor`'s storage `bytes` fresh bytes (contents undefined): on the CPU an anonymous
-// mapping of its own (returned to the OS when freed), elsewhere from the storage's allocator.
+// mapping of its own (HostMappingPool: kept for reuse within the high-water mark of gathered
+// memory, otherwise returned to the OS when freed), elsewhere from the storage's allocator.
 void allocate_storage(const at::Tensor& tensor, size_t bytes);
 bool storage_allocated(const at::Tensor& tensor);
 // A tensor over `tensor`'s storage, offset and shape with its own version counter: writing
@@ -29,7 +30,7 @@ at::Tensor storage_alias(const at::Tensor& tensor);
 // the middle stay resident). Training then keeps a fixed 32 MiB threshold: activations are
 // reused from the heap instead of being mapped (and page-faulted) afresh on every step, which cost
 // stage 3 a fifth of its throughput. Gathered units do not depend on it: on the CPU
-// allocate_storage maps them directly, so a released unit always leaves the process.
+// allocate_storage maps them outside the heap (HostMappingPool).
 // The user chose the process's heap settings (the executable found MALLOC_MMAP_THRESHOLD_ or
 // another glibc malloc setting in its environment, cli/process_options.h): the two calls below
 // change nothing from then on.
