@@ -24,7 +24,6 @@ void* HostMappingPool::take(size_t bytes) {
       void* address = it->second;
       kept_.erase(it);
       stats_.kept_bytes -= bytes;
-      stats_.kept_mappings -= 1;
       stats_.live_bytes += bytes;
       stats_.reused_mappings += 1;
       return address;
@@ -56,12 +55,13 @@ void HostMappingPool::give_back(void* address, size_t bytes) {
   // live + kept does not grow here, so the high-water bound holds.
   kept_.emplace(bytes, address);
   stats_.kept_bytes += bytes;
-  stats_.kept_mappings += 1;
 }
 
 HostMappingPool::Stats HostMappingPool::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  Stats s = stats_;
+  s.kept_mappings = kept_.size();
+  return s;
 }
 
 void HostMappingPool::trim() {
@@ -72,7 +72,6 @@ void HostMappingPool::trim() {
 void HostMappingPool::unmap_kept_locked(std::multimap<size_t, void*>::iterator it) {
   ::munmap(it->second, it->first);
   stats_.kept_bytes -= it->first;
-  stats_.kept_mappings -= 1;
   kept_.erase(it);
 }
 

@@ -37,7 +37,7 @@ class HostMappingPool {
     size_t live_bytes = 0;        // taken and not given back
     size_t kept_bytes = 0;        // given back and kept for reuse
     size_t high_water_bytes = 0;  // the most live + kept at once
-    size_t kept_mappings = 0;
+    size_t kept_mappings = 0;     // filled in by stats() from the kept list
     uint64_t fresh_mappings = 0;  // take() calls that mapped
     uint64_t reused_mappings = 0;
   };
