@@ -15,15 +15,11 @@
 
 #include "kernels/bf16_compute.h"
 #include "kernels/linear.h"
+#include "linear_shapes.h"
 
 namespace {
 
 using deepshard::kernels::Bf16Compute;
-
-struct Model {
-  int64_t rows, c, vocab;
-};
-constexpr Model kModels[] = {{8 * 128, 256, 256}, {8 * 256, 384, 256}};
 
 struct Operands {
   at::Tensor x, w, b, dy;
@@ -31,15 +27,12 @@ struct Operands {
 };
 
 Operands operands(const benchmark::State& state, at::ScalarType dtype) {
-  const Model m = kModels[state.range(0)];
-  const int64_t in_out[][2] = {
-      {m.c, 3 * m.c}, {m.c, m.c}, {m.c, 4 * m.c}, {4 * m.c, m.c}, {m.c, m.vocab}};
-  const int64_t layer = state.range(1), in = in_out[layer][0], out = in_out[layer][1];
-  Operands o{torch::randn({m.rows, in}).to(dtype).requires_grad_(true),
+  const auto [rows, in, out, bias] = deepshard::bench::linear_shape(state);
+  Operands o{torch::randn({rows, in}).to(dtype).requires_grad_(true),
              (torch::randn({out, in}) * 0.02).to(dtype).requires_grad_(true),
-             layer != 4 ? torch::zeros({out}, dtype).requires_grad_(true) : at::Tensor(),
-             torch::randn({m.rows, out}).to(dtype),
-             m.rows,
+             bias ? torch::zeros({out}, dtype).requires_grad_(true) : at::Tensor(),
+             torch::randn({rows, out}).to(dtype),
+             rows,
              in,
              out};
   return o;

@@ -9,34 +9,26 @@
 #include <torch/torch.h>
 
 #include "kernels/linear.h"
+#include "linear_shapes.h"
 
 namespace {
-
-struct Model {
-  int64_t rows, c, vocab;
-};
-constexpr Model kModels[] = {{8 * 128, 256, 256}, {8 * 256, 384, 256}};
 
 template <typename F>
 void linear_bench(benchmark::State& state, F f) {
   at::set_num_threads(1);
-  const Model m = kModels[state.range(0)];
-  const int64_t in_out[][2] = {
-      {m.c, 3 * m.c}, {m.c, m.c}, {m.c, 4 * m.c}, {4 * m.c, m.c}, {m.c, m.vocab}};
-  const int64_t layer = state.range(1), in = in_out[layer][0], out = in_out[layer][1];
-  const bool bias = layer != 4;  // the tied head has none
-  const at::Tensor x = torch::randn({m.rows, in}).requires_grad_(true);
+  const auto [rows, in, out, bias] = deepshard::bench::linear_shape(state);
+  const at::Tensor x = torch::randn({rows, in}).requires_grad_(true);
   const at::Tensor w = (torch::randn({out, in}) * 0.02).requires_grad_(true);
   const at::Tensor b = bias ? torch::zeros({out}).requires_grad_(true) : at::Tensor();
   std::vector<at::Tensor> inputs = {x, w};
   if (bias) inputs.push_back(b);
-  const at::Tensor dy = torch::randn({m.rows, out});
+  const at::Tensor dy = torch::randn({rows, out});
   for (auto _ : state) {
     at::Tensor y = f(x, w, b);
     auto g = torch::autograd::grad({y}, inputs, {dy});
     benchmark::DoNotOptimize(g[1].data_ptr());
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(6.0 * double(m.rows * in * out) * 1e-9,
+  state.counters["GFLOP/s"] = benchmark::Counter(6.0 * double(rows * in * out) * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
