@@ -6,6 +6,7 @@
 // Args: model (0 = peer, 1 = small), layer (0 = qkv, 1 = attn proj, 2 = fc, 3 = mlp proj,
 // 4 = head), product (0 = forward y = x Wᵀ, 1 = dX = dY W, 2 = dW = dYᵀ X). Counter: GFLOP/s.
 // The fastest possible per-product choice is the faster of the two rows of each product.
+#include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -41,6 +42,7 @@ Product product_of(const benchmark::State& state) {
 
 template <typename Gemm>
 void sgemm_bench(benchmark::State& state, Gemm gemm) {
+  at::set_num_threads(1);  // oneDNN's sgemm runs on the calling thread's OpenMP thread count
   const Product p = product_of(state);
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
