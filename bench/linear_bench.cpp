@@ -1,7 +1,9 @@
-// kernels::linear (oneDNN's sgemm) against torch::linear (OpenBLAS's sgemm here), forward +
-// backward (dX, dW, db) in fp32 on one thread (a rank's share of 2 cores at N = 2), on the Linear
-// layers of one block of `small` (8 x 256 tokens, C 384) and of the peers' GPT (8 x 128, C 256):
-// attention qkv and proj, MLP fc and proj, and the head tied to the 256-token vocabulary.
+// kernels::linear (on the sgemm backend `auto` picks for this CPU: platform/sgemm.h) against
+// torch::linear (libtorch's matmul: OpenBLAS's sgemm), forward + backward (dX, dW, db) in fp32 on
+// one thread (a rank's share of 2 cores at N = 2), on the Linear layers of one block of `small`
+// (8 x 256 tokens, C 384) and of the peers' GPT (8 x 128, C 256): attention qkv and proj, MLP fc
+// and proj, and the head tied to the 256-token vocabulary. The two backends alone, product by
+// product: sgemm_backends_bench.
 // Args: model (0 = peer, 1 = small), layer (0 = qkv, 1 = attn proj, 2 = fc, 3 = mlp proj, 4 =
 // head). Counters: GFLOP/s of the three matmuls (6 rows·in·out per iteration).
 #include <ATen/Parallel.h>
@@ -32,7 +34,7 @@ void linear_bench(benchmark::State& state, F f) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_DnnlLinear(benchmark::State& state) {
+void BM_FusedLinear(benchmark::State& state) {
   linear_bench(state, [](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
     return deepshard::kernels::linear(x, w, b);
   });
@@ -48,7 +50,7 @@ void BM_TorchLinear(benchmark::State& state) {
       ->ArgNames({"model", "layer"})           \
       ->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4}}) \
       ->Unit(benchmark::kMicrosecond)
-DS_LINEAR_BENCH(BM_DnnlLinear);
+DS_LINEAR_BENCH(BM_FusedLinear);
 DS_LINEAR_BENCH(BM_TorchLinear);
 
 }  // namespace
